@@ -1,0 +1,63 @@
+"""accel: compile an ONNX model for a host plus accelerator backends, and run it.
+
+Python API::
+
+    import accel
+    graph = accel.import_onnx("model.onnx")      # ONNX -> IR (simplified)
+    outputs = accel.execute(graph, {"x": array})  # numpy reference executor
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from accel._cpu import tune_openblas
+
+tune_openblas()  # before numpy loads (see accel/_cpu.py)
+
+# ruff: noqa: E402
+
+from accel.errors import AccelError
+from accel.ir import Graph, Node, QuantParams, TensorType, Value
+
+try:
+    __version__ = version("accel-core")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0"
+
+
+def import_onnx(model, *, optimize: bool = True, input_shapes=None) -> Graph:
+    """Import an ONNX model (path, bytes or ``onnx.ModelProto``) as an IR graph.
+
+    With ``optimize`` (the default) the standard simplifications run: QDQ groups
+    become ``qnn.*`` ops, constants fold, batch norms fold into convolutions,
+    dead code goes. ``input_shapes`` binds symbolic input dimensions.
+    """
+    from accel.frontend.onnx import import_model
+
+    graph = import_model(model, input_shapes=input_shapes)
+    if optimize:
+        from accel.passes import simplify
+
+        graph = simplify(graph)
+    return graph
+
+
+def execute(graph: Graph, inputs: dict) -> dict:
+    """Run ``graph`` on the numpy reference kernels: ``{name: array} -> {name: array}``."""
+    from accel.executor import ReferenceExecutor
+
+    return ReferenceExecutor(graph).run(inputs)
+
+
+__all__ = [
+    "AccelError",
+    "Graph",
+    "Node",
+    "QuantParams",
+    "TensorType",
+    "Value",
+    "__version__",
+    "execute",
+    "import_onnx",
+]

@@ -1,0 +1,3 @@
+from accel.cli import main
+
+main()

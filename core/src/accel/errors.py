@@ -1,0 +1,43 @@
+"""Typed errors.
+
+Every failure a user can cause (a bad model, an unsupported op, a wrong input)
+raises a subclass of :class:`AccelError` whose message is one line the user can
+act on. The CLI prints ``error: <message>`` and exits with code 2; ``--debug``
+shows the traceback.
+"""
+
+from __future__ import annotations
+
+
+class AccelError(Exception):
+    """Base class of every error accel raises on purpose."""
+
+    exit_code = 2
+
+
+class ModelError(AccelError):
+    """The model file cannot be read: empty, truncated, not ONNX, inconsistent."""
+
+
+class UnsupportedOpError(AccelError):
+    """An op (ONNX or IR) that accel does not implement."""
+
+
+class ExternalDataError(ModelError):
+    """External tensor data that is missing or points outside the model's folder."""
+
+
+class GraphError(AccelError):
+    """A graph breaks an IR invariant: a cycle, a duplicate name, a dangling value."""
+
+
+class TypeInferenceError(GraphError):
+    """An op's inputs or attributes do not fit its type rule."""
+
+
+class InputError(AccelError):
+    """A run-time input of the wrong name, shape or dtype."""
+
+
+class SerializationError(AccelError):
+    """A saved graph (JSON + .npy) that cannot be read back."""

@@ -1,0 +1,548 @@
+"""The intermediate representation: types, values, nodes and graphs.
+
+Small and explicit. A :class:`Graph` holds its inputs, its outputs and its nodes
+in topological order; every :class:`Value` knows the node that produces it (or
+holds constant data, or is a graph input) and the graph can answer who uses a
+value. Serialization lives in :mod:`accel.serialize`, printing in
+:mod:`accel.printer`: this module knows neither JSON nor text.
+
+A nested graph hangs off a node whose op is ``call``: with the attribute
+``compiler=<backend>`` it is a partition offloaded to a backend, with
+``composite=<backend>.<pattern>`` it is a fused pattern.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from accel.errors import GraphError
+
+#: dtypes a tensor may have, by numpy name.
+DTYPES = (
+    "float32",
+    "float64",
+    "float16",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "bool",
+)
+
+#: Largest number of elements a tensor type may describe (2**40).
+MAX_ELEMENTS = 1 << 40
+
+CALL_OP = "call"
+
+
+def dtype_name(dtype: Any) -> str:
+    """Normalize a numpy dtype, dtype name or type to one of :data:`DTYPES`."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError as exc:
+        raise GraphError(f"unknown dtype {dtype!r}") from exc
+    if name not in DTYPES:
+        raise GraphError(f"dtype {name!r} is not supported (supported: {', '.join(DTYPES)})")
+    return name
+
+
+@dataclass(frozen=True, eq=False)
+class QuantParams:
+    """Affine quantization: ``real = scale * (q - zero_point)``.
+
+    ``axis is None``: per-tensor, ``scale`` and ``zero_point`` are scalars.
+    ``axis`` set: per-axis (per-channel), both are 1-D along that axis.
+    """
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None = None
+
+    def __init__(self, scale: Any, zero_point: Any = 0, axis: int | None = None):
+        s = np.asarray(scale, dtype=np.float32)
+        z = np.asarray(zero_point, dtype=np.int64)
+        if axis is None:
+            if s.size != 1 or z.size != 1:
+                raise GraphError(
+                    f"per-tensor quantization needs one scale and one zero point, got {s.size} and {z.size}"
+                )
+            s, z = s.reshape(()), z.reshape(())
+        else:
+            s = s.reshape(-1)
+            z = np.broadcast_to(z.reshape(-1), s.shape) if z.size == 1 else z.reshape(-1)
+            if s.shape != z.shape:
+                raise GraphError(f"per-axis quantization: {s.size} scales but {z.size} zero points")
+            axis = int(axis)
+        if not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise GraphError(f"quantization scale must be finite and > 0, got {s.tolist()}")
+        s.setflags(write=False)
+        z = z.astype(np.int32)
+        z.setflags(write=False)
+        object.__setattr__(self, "scale", s)
+        object.__setattr__(self, "zero_point", z)
+        object.__setattr__(self, "axis", axis)
+
+    @property
+    def per_axis(self) -> bool:
+        return self.axis is not None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuantParams):
+            return NotImplemented
+        return (
+            self.axis == other.axis
+            and self.scale.shape == other.scale.shape
+            and bool(np.array_equal(self.scale, other.scale))
+            and bool(np.array_equal(self.zero_point, other.zero_point))
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.axis, self.scale.tobytes(), self.zero_point.tobytes()))
+
+    def __repr__(self) -> str:
+        if self.axis is None:
+            return f"q(scale={float(self.scale):.6g}, zp={int(self.zero_point)})"
+        return f"q(axis={self.axis}, {self.scale.size} channels)"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """Static shape, dtype and (for quantized tensors) quantization parameters."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    quant: QuantParams | None = field(default=None, compare=True)
+
+    def __post_init__(self) -> None:
+        try:
+            shape = tuple(int(d) for d in self.shape)
+        except (TypeError, ValueError) as exc:
+            raise GraphError(f"shape must be a sequence of integers, got {self.shape!r}") from exc
+        if any(d < 0 for d in shape):
+            raise GraphError(f"negative dimension in shape {list(shape)}")
+        n = 1
+        for d in shape:
+            n *= d
+        if n > MAX_ELEMENTS:
+            raise GraphError(f"shape {list(shape)} has {n} elements, more than the limit 2**40")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.np_dtype.itemsize
+
+    def with_shape(self, shape: Sequence[int]) -> TensorType:
+        return TensorType(tuple(shape), self.dtype, self.quant)
+
+    def with_dtype(self, dtype: Any, quant: QuantParams | None = None) -> TensorType:
+        return TensorType(self.shape, dtype, quant)
+
+    def with_quant(self, quant: QuantParams | None) -> TensorType:
+        return TensorType(self.shape, self.dtype, quant)
+
+    def __str__(self) -> str:
+        q = f" {self.quant!r}" if self.quant is not None else ""
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]{q}"
+
+    @classmethod
+    def of(cls, array: np.ndarray, quant: QuantParams | None = None) -> TensorType:
+        return cls(tuple(array.shape), array.dtype.name, quant)
+
+
+class Value:
+    """A tensor in a graph: a graph input, a constant, or a node's output."""
+
+    __slots__ = ("name", "type", "producer", "const")
+
+    def __init__(
+        self,
+        name: str,
+        type: TensorType,
+        producer: Node | None = None,
+        const: np.ndarray | None = None,
+    ):
+        self.name = name
+        self.type = type
+        self.producer = producer
+        self.const = const
+
+    @classmethod
+    def constant(cls, name: str, data: Any, quant: QuantParams | None = None) -> Value:
+        arr = np.ascontiguousarray(data)
+        arr.setflags(write=False)
+        return cls(name, TensorType.of(arr, quant), None, arr)
+
+    @property
+    def is_constant(self) -> bool:
+        return self.const is not None
+
+    def __repr__(self) -> str:
+        kind = "const" if self.const is not None else ("input" if self.producer is None else "value")
+        return f"Value(%{self.name}: {self.type}, {kind})"
+
+
+def freeze_attr(v: Any) -> Any:
+    """Make an attribute value immutable and JSON-friendly (lists become tuples)."""
+    if isinstance(v, (list, tuple)):
+        return tuple(freeze_attr(x) for x in v)
+    if isinstance(v, np.ndarray):
+        return freeze_attr(v.tolist())
+    if isinstance(v, np.generic):
+        return v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise GraphError(f"attribute values must be numbers, strings, bools or tuples of them, got {type(v).__name__}")
+
+
+def freeze_attrs(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType({str(k): freeze_attr(v) for k, v in (attrs or {}).items()})
+
+
+class Node:
+    """One op application. ``attrs`` is read-only; ``body`` is the nested graph of a ``call``."""
+
+    __slots__ = ("name", "op", "inputs", "attrs", "outputs", "body")
+
+    def __init__(
+        self,
+        op: str,
+        inputs: Sequence[Value],
+        attrs: Mapping[str, Any] | None,
+        output_types: Sequence[TensorType],
+        *,
+        name: str,
+        output_names: Sequence[str],
+        body: Graph | None = None,
+    ):
+        if len(output_names) != len(output_types):
+            raise GraphError(f"node {name!r}: {len(output_names)} output names for {len(output_types)} outputs")
+        self.name = name
+        self.op = op
+        self.inputs: list[Value] = list(inputs)
+        self.attrs = freeze_attrs(attrs)
+        self.outputs: list[Value] = [Value(n, t, self) for n, t in zip(output_names, output_types)]
+        self.body = body
+
+    @property
+    def output(self) -> Value:
+        """The single output (error if the node has several)."""
+        if len(self.outputs) != 1:
+            raise GraphError(f"node {self.name!r} ({self.op}) has {len(self.outputs)} outputs")
+        return self.outputs[0]
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.op})"
+
+
+class Graph:
+    """Inputs, outputs and nodes in topological order.
+
+    Mutating ``nodes``, ``inputs`` or ``outputs`` through the setters drops the
+    cached use lists; after editing a node's ``inputs`` in place call
+    :meth:`invalidate`.
+    """
+
+    def __init__(
+        self,
+        inputs: Sequence[Value],
+        outputs: Sequence[Value],
+        nodes: Sequence[Node],
+        name: str = "main",
+    ):
+        self.name = name
+        self._inputs = list(inputs)
+        self._outputs = list(outputs)
+        self._nodes = list(nodes)
+        self._users: dict[int, list[Node]] | None = None
+        self._names: set[str] | None = None
+        self._counter = itertools.count()
+
+    # -- structure -----------------------------------------------------------------
+    @property
+    def inputs(self) -> list[Value]:
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, values: Sequence[Value]) -> None:
+        self._inputs = list(values)
+        self.invalidate()
+
+    @property
+    def outputs(self) -> list[Value]:
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, values: Sequence[Value]) -> None:
+        self._outputs = list(values)
+        self.invalidate()
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: Sequence[Node]) -> None:
+        self._nodes = list(nodes)
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        """Forget cached use lists (call after editing node inputs in place)."""
+        self._users = None
+
+    def users(self, value: Value) -> list[Node]:
+        """Nodes that read ``value``, in graph order (a node reading it twice appears once)."""
+        if self._users is None:
+            users: dict[int, list[Node]] = {}
+            for node in self._nodes:
+                seen: set[int] = set()
+                for v in node.inputs:
+                    if id(v) not in seen:
+                        seen.add(id(v))
+                        users.setdefault(id(v), []).append(node)
+            self._users = users
+        return list(self._users.get(id(value), ()))
+
+    def is_output(self, value: Value) -> bool:
+        return any(v is value for v in self._outputs)
+
+    def constants(self) -> list[Value]:
+        """Distinct constant values read by nodes or returned as outputs, in first-use order."""
+        seen: dict[int, Value] = {}
+        for node in self._nodes:
+            for v in node.inputs:
+                if v.const is not None and id(v) not in seen:
+                    seen[id(v)] = v
+        for v in self._outputs:
+            if v.const is not None and id(v) not in seen:
+                seen[id(v)] = v
+        return list(seen.values())
+
+    def values(self) -> Iterator[Value]:
+        """Every value once: inputs, constants, then node outputs in order."""
+        yield from self._inputs
+        yield from self.constants()
+        for node in self._nodes:
+            yield from node.outputs
+
+    def walk(self) -> Iterator[Node]:
+        """Every node, descending into nested graphs (parents first)."""
+        for node in self._nodes:
+            yield node
+            if node.body is not None:
+                yield from node.body.walk()
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __str__(self) -> str:
+        from accel.printer import format_graph
+
+        return format_graph(self)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self._inputs)} inputs, {len(self._nodes)} nodes, {len(self._outputs)} outputs)"
+
+    # -- building -----------------------------------------------------------------
+    def fresh_name(self, hint: str) -> str:
+        """A value/node name not yet used in this graph, derived from ``hint``."""
+        if self._names is None:
+            names: set[str] = {v.name for v in self.values()}
+            names.update(n.name for n in self._nodes)
+            self._names = names
+        hint = hint or "v"
+        name = hint
+        while name in self._names:
+            name = f"{hint}_{next(self._counter)}"
+        self._names.add(name)
+        return name
+
+    def new_node(
+        self,
+        op: str,
+        inputs: Sequence[Value],
+        attrs: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        output_names: Sequence[str] | None = None,
+        body: Graph | None = None,
+    ) -> Node:
+        """Create (not insert) a node; attributes are completed and output types inferred.
+
+        Insert it by assigning a new ``nodes`` list (then :meth:`sort` if the
+        order is not already topological).
+        """
+        from accel.ops.registry import infer_node_types
+
+        node_name = self.fresh_name(name or op.rsplit(".", 1)[-1])
+        full_attrs, out_types = infer_node_types(op, [v.type for v in inputs], attrs, body=body, node=node_name)
+        if output_names is None:
+            output_names = [self.fresh_name(node_name if len(out_types) == 1 else f"{node_name}:{i}") for i in range(len(out_types))]
+        else:
+            output_names = [self.fresh_name(n) for n in output_names]
+        return Node(op, inputs, full_attrs, out_types, name=node_name, output_names=output_names, body=body)
+
+    def new_const(self, data: Any, hint: str = "const", quant: QuantParams | None = None) -> Value:
+        return Value.constant(self.fresh_name(hint), data, quant)
+
+    def replace_uses(self, old: Value, new: Value, *, include_outputs: bool = True) -> None:
+        """Make every reader of ``old`` (and, optionally, the graph outputs) read ``new``."""
+        for node in self._nodes:
+            node.inputs = [new if v is old else v for v in node.inputs]
+        if include_outputs:
+            self._outputs = [new if v is old else v for v in self._outputs]
+        self.invalidate()
+
+    def sort(self) -> None:
+        """Reorder nodes topologically (stable); raise :class:`GraphError` on a cycle."""
+        self.nodes = toposort(self._nodes, self._inputs)
+
+    def copy(self) -> Graph:
+        """A structural copy: new Nodes and Values, constant data shared (read-only)."""
+        vmap: dict[int, Value] = {}
+
+        def get(v: Value) -> Value:
+            nv = vmap.get(id(v))
+            if nv is None:
+                if v.producer is not None:
+                    raise GraphError(f"value %{v.name} is used before its producer {v.producer.name!r}")
+                nv = Value(v.name, v.type, None, v.const)
+                vmap[id(v)] = nv
+            return nv
+
+        inputs = [get(v) for v in self._inputs]
+        nodes = []
+        for node in self._nodes:
+            new = Node(
+                node.op,
+                [get(v) for v in node.inputs],
+                node.attrs,
+                [v.type for v in node.outputs],
+                name=node.name,
+                output_names=[v.name for v in node.outputs],
+                body=node.body.copy() if node.body is not None else None,
+            )
+            for old_v, new_v in zip(node.outputs, new.outputs):
+                vmap[id(old_v)] = new_v
+            nodes.append(new)
+        outputs = [get(v) for v in self._outputs]
+        return Graph(inputs, outputs, nodes, self.name)
+
+    # -- checking -----------------------------------------------------------------
+    def lint(self, *, check_types: bool = True) -> None:
+        """Check the invariants; raise :class:`GraphError` naming the first broken one.
+
+        Topological order, unique value and node names, every value produced
+        once, producers consistent, graph outputs defined, and (``check_types``)
+        every node's output types equal to what its op's type rule infers.
+        Nested graphs are checked too.
+        """
+        from accel.ops.registry import infer_node_types
+
+        defined: set[int] = set()
+        names: dict[str, Value] = {}
+
+        def define(v: Value) -> None:
+            other = names.get(v.name)
+            if other is not None and other is not v:
+                raise GraphError(f"duplicate value name {v.name!r} in graph {self.name!r}")
+            names[v.name] = v
+            defined.add(id(v))
+
+        for v in self._inputs:
+            if v.producer is not None or v.const is not None:
+                raise GraphError(f"graph input %{v.name} must have neither producer nor constant data")
+            define(v)
+        node_names: set[str] = set()
+        for node in self._nodes:
+            if node.name in node_names:
+                raise GraphError(f"duplicate node name {node.name!r} in graph {self.name!r}")
+            node_names.add(node.name)
+            for v in node.inputs:
+                if id(v) in defined:
+                    continue
+                if v.const is not None and v.producer is None:
+                    define(v)
+                    continue
+                if v.producer is None:
+                    raise GraphError(f"node {node.name!r} reads %{v.name}, which is not a graph input, constant or node output")
+                raise GraphError(
+                    f"node {node.name!r} reads %{v.name} before its producer {v.producer.name!r} "
+                    "(nodes are not in topological order, or the graph has a cycle)"
+                )
+            for v in node.outputs:
+                if v.producer is not node:
+                    raise GraphError(f"output %{v.name} of node {node.name!r} names another producer")
+                if id(v) in defined:
+                    raise GraphError(f"value %{v.name} is produced twice")
+                define(v)
+            if node.body is not None:
+                node.body.lint(check_types=check_types)
+            if check_types:
+                _, types = infer_node_types(node.op, [v.type for v in node.inputs], node.attrs, body=node.body, node=node.name)
+                actual = [v.type for v in node.outputs]
+                if types != actual:
+                    raise GraphError(
+                        f"node {node.name!r} ({node.op}): outputs typed "
+                        f"{', '.join(map(str, actual))} but the type rule gives {', '.join(map(str, types))}"
+                    )
+        for v in self._outputs:
+            if id(v) not in defined:
+                if v.const is not None and v.producer is None:
+                    define(v)
+                else:
+                    raise GraphError(f"graph output %{v.name} is not defined in graph {self.name!r}")
+
+
+def toposort(nodes: Iterable[Node], inputs: Iterable[Value] = ()) -> list[Node]:
+    """Stable topological order (Kahn); :class:`GraphError` names a node on a cycle."""
+    nodes = list(nodes)
+    producer_index = {id(v): i for i, n in enumerate(nodes) for v in n.outputs}
+    indegree = [0] * len(nodes)
+    consumers: list[list[int]] = [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        deps = {producer_index[id(v)] for v in node.inputs if id(v) in producer_index}
+        indegree[i] = len(deps)
+        for d in deps:
+            consumers[d].append(i)
+    import heapq
+
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    order: list[Node] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(nodes[i])
+        for c in consumers[i]:
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                heapq.heappush(ready, c)
+    if len(order) != len(nodes):
+        stuck = next(nodes[i] for i, d in enumerate(indegree) if d > 0)
+        raise GraphError(f"the graph has a cycle through node {stuck.name!r} ({stuck.op})")
+    return order

@@ -1,0 +1,44 @@
+"""Helpers shared by the op families' type rules and kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from accel.errors import TypeInferenceError
+from accel.ir import TensorType
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+QUANT_DTYPES = ("uint8", "int8")
+
+
+def expect(cond: Any, message: str) -> None:
+    """Raise :class:`TypeInferenceError` with ``message`` unless ``cond`` holds."""
+    if not cond:
+        raise TypeInferenceError(message)
+
+
+def same_as_input(attrs: Any, x: TensorType, *rest: TensorType) -> TensorType:
+    return x
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except ValueError:
+        raise TypeInferenceError(
+            "shapes " + ", ".join(str(list(s)) for s in shapes) + " do not broadcast"
+        ) from None
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    expect(-rank <= axis < max(rank, 1), f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def layout_axes(layout: str) -> tuple[int, int, int]:
+    """(channel, height, width) axis indices of a 4-D layout (NCHW or NHWC)."""
+    expect(layout in ("NCHW", "NHWC"), f"layout {layout!r} must be NCHW or NHWC")
+    return (1, 2, 3) if layout == "NCHW" else (3, 1, 2)

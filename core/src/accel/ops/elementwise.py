@@ -1,0 +1,1 @@
+"""elementwise ops (see docs/ops.md)."""

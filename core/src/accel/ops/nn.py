@@ -1,0 +1,1 @@
+"""nn ops (see docs/ops.md)."""

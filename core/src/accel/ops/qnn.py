@@ -1,0 +1,1 @@
+"""qnn ops (see docs/ops.md)."""

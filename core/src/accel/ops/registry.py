@@ -1,0 +1,191 @@
+"""The op registry: one entry per op, with its attributes, type rule and kernel.
+
+An op is defined once, in the module of its family, with :func:`register_op`::
+
+    def _same_type(attrs, x):
+        return x
+
+    @register_op("nn.relu", infer=_same_type)
+    def relu(ctx, x):
+        return np.maximum(x, 0)
+
+- ``attrs`` maps each attribute name to its default (:data:`REQUIRED` when the
+  attribute has none). Unknown attributes are refused.
+- ``infer(attrs, *input_types)`` returns the output :class:`TensorType` (or a
+  list of them) and raises :class:`TypeInferenceError` with a reason when the
+  inputs or attributes do not fit.
+- the kernel ``kernel(ctx, *arrays)`` is the numpy reference: it returns one
+  array or a tuple of arrays, of exactly the inferred types. ``ctx`` is an
+  :class:`OpContext` (attributes, input/output types, constant inputs).
+- ``prepare(ctx)``, optional, returns a callable ``f(*arrays)`` specialised for
+  one node: executors call it once per node, so weights can be packed ahead.
+- ``macs(ctx)``, optional, counts multiply-accumulates (cost hints).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accel.errors import TypeInferenceError, UnsupportedOpError
+from accel.ir import CALL_OP, TensorType, freeze_attrs
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True)
+class OpContext:
+    """What a kernel knows about the node it runs."""
+
+    op: str
+    attrs: Mapping[str, Any]
+    in_types: tuple[TensorType, ...]
+    out_types: tuple[TensorType, ...]
+    consts: tuple[np.ndarray | None, ...] = ()
+    name: str = ""
+
+    def const(self, i: int) -> np.ndarray | None:
+        return self.consts[i] if i < len(self.consts) else None
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    attrs: Mapping[str, Any]
+    infer: Callable[..., Any]
+    kernel: Callable[..., Any]
+    num_inputs: tuple[int, int | None]
+    prepare: Callable[[OpContext], Callable[..., Any]] | None = None
+    macs: Callable[[OpContext], int] | None = None
+    doc: str = ""
+
+    def bind(self, ctx: OpContext) -> Callable[..., Any]:
+        """A callable ``f(*arrays)`` for one node."""
+        if self.prepare is not None:
+            return self.prepare(ctx)
+        kernel = self.kernel
+        return lambda *arrays: kernel(ctx, *arrays)
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(
+    name: str,
+    *,
+    infer: Callable[..., Any],
+    attrs: Mapping[str, Any] | None = None,
+    num_inputs: int | tuple[int, int | None] = 1,
+    prepare: Callable[[OpContext], Callable[..., Any]] | None = None,
+    macs: Callable[[OpContext], int] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator registering ``kernel`` as the reference of op ``name``.
+
+    ``num_inputs`` is an exact count or ``(min, max)`` with ``max=None`` for variadic.
+    """
+    n_in = (num_inputs, num_inputs) if isinstance(num_inputs, int) else tuple(num_inputs)
+
+    def deco(kernel: Callable[..., Any]) -> Callable[..., Any]:
+        if name in REGISTRY:
+            raise RuntimeError(f"op {name!r} registered twice")
+        REGISTRY[name] = OpDef(
+            name=name,
+            attrs=dict(attrs or {}),
+            infer=infer,
+            kernel=kernel,
+            num_inputs=n_in,  # type: ignore[arg-type]
+            prepare=prepare,
+            macs=macs,
+            doc=(kernel.__doc__ or "").strip(),
+        )
+        return kernel
+
+    return deco
+
+
+def get_op(name: str) -> OpDef:
+    """The definition of ``name``; :class:`UnsupportedOpError` lists close names."""
+    _ensure_loaded()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, REGISTRY, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; {len(REGISTRY)} ops are available (accel.ops.available())"
+        raise UnsupportedOpError(f"op {name!r} is not in the registry{hint}") from None
+
+
+def available() -> list[str]:
+    _ensure_loaded()
+    return sorted(REGISTRY)
+
+
+def complete_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None, node: str = "") -> Mapping[str, Any]:
+    """Fill defaults, refuse unknown or missing attributes; return a frozen mapping."""
+    attrs = dict(attrs or {})
+    where = f"node {node!r} ({opdef.name})" if node else opdef.name
+    unknown = sorted(set(attrs) - set(opdef.attrs))
+    if unknown:
+        raise TypeInferenceError(f"{where}: unknown attribute(s) {', '.join(unknown)}; known: {', '.join(sorted(opdef.attrs)) or 'none'}")
+    for key, default in opdef.attrs.items():
+        if key not in attrs:
+            if default is REQUIRED:
+                raise TypeInferenceError(f"{where}: missing required attribute {key!r}")
+            attrs[key] = default
+    return freeze_attrs(attrs)
+
+
+def infer_node_types(
+    op: str,
+    in_types: Sequence[TensorType],
+    attrs: Mapping[str, Any] | None,
+    *,
+    body: Any = None,
+    node: str = "",
+) -> tuple[Mapping[str, Any], list[TensorType]]:
+    """Complete the attributes of a node and infer its output types."""
+    if op == CALL_OP:
+        if body is None:
+            raise TypeInferenceError(f"node {node!r}: a call needs a nested graph")
+        got = list(in_types)
+        want = [v.type for v in body.inputs]
+        if got != want:
+            raise TypeInferenceError(
+                f"node {node!r}: call arguments {', '.join(map(str, got))} do not match "
+                f"the nested graph's inputs {', '.join(map(str, want))}"
+            )
+        return freeze_attrs(attrs), [v.type for v in body.outputs]
+    opdef = get_op(op)
+    lo, hi = opdef.num_inputs
+    n = len(in_types)
+    if n < lo or (hi is not None and n > hi):
+        want = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
+        raise TypeInferenceError(f"node {node!r} ({op}): takes {want} inputs, got {n}")
+    full = complete_attrs(opdef, attrs, node)
+    try:
+        out = opdef.infer(full, *in_types)
+    except TypeInferenceError as exc:
+        msg = str(exc)
+        prefix = f"node {node!r} ({op})" if node else op
+        raise TypeInferenceError(msg if msg.startswith(prefix) else f"{prefix}: {msg}") from None
+    types = [out] if isinstance(out, TensorType) else list(out)
+    return full, types
+
+
+_LOADED = False
+
+
+def _ensure_loaded() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        import accel.ops  # noqa: F401  (registers every op family)

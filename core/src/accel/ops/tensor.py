@@ -1,0 +1,1 @@
+"""tensor ops (see docs/ops.md)."""

@@ -1,0 +1,270 @@
+"""Quantized arithmetic: the one definition every kernel and backend runtime follows.
+
+Everything here is vectorized numpy over int64 intermediates, and every step is
+specified exactly so that a native (C/C++) runtime can reproduce it bit for bit.
+Notation: ``INT32_MIN = -2^31``, ``INT32_MAX = 2^31 - 1``; ``sat32(v)`` clamps to
+``[INT32_MIN, INT32_MAX]``; ``trunc(a / b)`` divides truncating toward zero.
+
+Fixed-point multipliers
+    A real multiplier ``M > 0`` is encoded as ``(m, shift)`` with ``m`` a Q31
+    int32 in ``[2^30, 2^31)`` and ``M ≈ m · 2^(shift − 31)``
+    (:func:`quantize_multiplier`):
+
+    1. ``M = q · 2^e`` with ``q ∈ [0.5, 1)`` (``frexp``, float64);
+    2. ``m = floor(q · 2^31 + 0.5)`` (exact in float64); if ``m == 2^31`` then
+       ``m = 2^30`` and ``e += 1``; ``shift = e``;
+    3. ``shift < −31`` (``M < 2^−32``): encoded as ``(0, 0)``, the zero
+       multiplier. For every int32 ``x``, ``|x · M| < 0.5``, so 0 *is* the
+       correctly rounded product and the encoding loses nothing;
+    4. ``shift > 31`` (``M ≥ ~2^31``, no int32 product can be meaningful): refused
+       with :class:`QuantizationError`, as are ``M ≤ 0`` and non-finite ``M``.
+
+    Real multipliers are always computed in float64 from the float32 scales
+    stored in :class:`accel.ir.QuantParams` (e.g. ``float64(s_in) / float64(s_out)``).
+
+SRDHM(a, b) — saturating rounding doubling high multiply, int32 × int32 → int32
+    ``a == b == INT32_MIN`` → ``INT32_MAX``; otherwise with ``p = a · b`` (int64)
+    and ``nudge = 2^30`` if ``p ≥ 0`` else ``1 − 2^30``:
+    ``trunc((p + nudge) / 2^31)``. (Ties of negative products thus round toward
+    zero, positive ones away from zero: this is gemmlowp's definition.)
+
+RDBPOT(x, n) — rounding divide by power of two, ``0 ≤ n ≤ 31``
+    ``x / 2^n`` rounded to nearest, ties away from zero:
+    ``mask = 2^n − 1``, ``r = x & mask``, ``t = (mask >> 1) + (1 if x < 0 else 0)``,
+    result ``(x >> n) + (1 if r > t else 0)`` (``>>`` arithmetic).
+
+MBQM(x, m, shift) — multiply by quantized multiplier, int32 → int32
+    ``left = max(shift, 0)``, ``right = max(−shift, 0)``;
+    ``RDBPOT(SRDHM(sat32(x · 2^left), m), right)``. The saturation of
+    ``x · 2^left`` only bites when ``|x · M| ≥ 2^30`` already; the result then
+    keeps its sign and a magnitude ≥ 2^29, which saturates any 8-bit output.
+
+requantize(x) = ``sat_out(z_out + MBQM(sat32(x − z_in), m, shift))`` with
+``(m, shift) = quantize_multiplier(s_in / s_out)``, per channel when ``s_in``
+(and ``z_in``) are per-axis.
+
+qnn.add, 20 bits of headroom (TFLite's uint8 add): ``t = 2 · max(s_a, s_b)``;
+``a' = MBQM(sat32((a − z_a) · 2^20), s_a / t)``, likewise ``b'``; result
+``sat_out(z_out + MBQM(sat32(a' + b'), t / (2^20 · s_out)))``. (For 8-bit inputs
+no sat32 here ever bites: ``|a'|, |b'| < 2^27``.)
+
+qnn.mul: ``sat_out(z_out + MBQM(sat32((a − z_a) · (b − z_b)), s_a · s_b / s_out))``.
+
+quantize (ONNX QuantizeLinear): ``sat_out(round_half_even(x / s) + z)`` with the
+division done in float32 for float16/float32 data (float64 for float64 data);
+NaN maps to ``z``, ±inf saturates.
+
+dequantize (ONNX DequantizeLinear): ``float32(q − z) · s`` in float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from accel.errors import AccelError
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+#: Left shift applied to both inputs of qnn.add before rescaling (headroom bits).
+ADD_LEFT_SHIFT = 20
+
+#: Integer dtypes a quantized tensor may have, with their ranges.
+QUANT_RANGES: dict[str, tuple[int, int]] = {
+    "uint8": (0, 255),
+    "int8": (-128, 127),
+    "int32": (INT32_MIN, INT32_MAX),
+}
+
+
+class QuantizationError(AccelError, ValueError):
+    """A quantization parameter that has no valid fixed-point encoding."""
+
+
+def dtype_range(dtype: Any) -> tuple[int, int]:
+    """(min, max) representable by a quantized dtype (uint8, int8, int32)."""
+    name = np.dtype(dtype).name
+    try:
+        return QUANT_RANGES[name]
+    except KeyError:
+        raise QuantizationError(f"quantized dtype must be one of {', '.join(QUANT_RANGES)}, got {name}") from None
+
+
+def saturate(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """Clamp integer values to ``dtype``'s range and cast (no wrap-around)."""
+    lo, hi = dtype_range(dtype)
+    return np.clip(x, lo, hi).astype(dtype)
+
+
+def _sat32(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, INT32_MIN, INT32_MAX)
+
+
+def along_axis(v: Any, axis: int | None, ndim: int) -> np.ndarray:
+    """Reshape a per-channel 1-D array so it broadcasts along ``axis`` of an ``ndim``-D array.
+
+    Scalars (0-d or ``axis is None``) are returned unchanged.
+    """
+    v = np.asarray(v)
+    if axis is None or v.ndim == 0:
+        return v
+    axis = axis % ndim
+    shape = [1] * ndim
+    shape[axis] = v.size
+    return v.reshape(shape)
+
+
+# -- fixed-point multipliers --------------------------------------------------------
+
+
+def quantize_multiplier(real: float | np.ndarray) -> tuple[Any, Any]:
+    """Encode ``real > 0`` as ``(m, shift)`` with ``real ≈ m · 2^(shift − 31)``.
+
+    ``m`` is int32 in ``[2^30, 2^31)`` (or 0 for ``real < 2^-32``, see the module
+    docstring), ``shift`` int32 in ``[-31, 31]``; a positive shift is a left shift.
+    Scalars give ``np.int32`` scalars, arrays give int32 arrays of the same shape.
+    """
+    r = np.asarray(real, dtype=np.float64)
+    if not np.all(np.isfinite(r)) or np.any(r <= 0):
+        bad = r[~(np.isfinite(r) & (r > 0))].reshape(-1)[:3].tolist()
+        raise QuantizationError(f"a real multiplier must be finite and > 0, got {bad} (check the quantization scales)")
+    q, e = np.frexp(r)
+    m = np.floor(q * float(1 << 31) + 0.5).astype(np.int64)
+    carry = m == (1 << 31)
+    m = np.where(carry, 1 << 30, m)
+    shift = e.astype(np.int64) + carry
+    if np.any(shift > 31):
+        big = r[shift > 31].reshape(-1)[:3].tolist()
+        raise QuantizationError(
+            f"real multiplier {big} is too large for a fixed-point int32 multiplier (must be < 2^31); "
+            "check the quantization scales"
+        )
+    tiny = shift < -31
+    m = np.where(tiny, 0, m).astype(np.int32)
+    shift = np.where(tiny, 0, shift).astype(np.int32)
+    if r.ndim == 0:
+        return m[()], shift[()]
+    return m, shift
+
+
+def saturating_rounding_doubling_high_mul(a: Any, b: Any) -> np.ndarray:
+    """SRDHM: the high 32 bits of ``2 · a · b`` rounded (gemmlowp), int32 → int32."""
+    a64 = np.asarray(a, dtype=np.int64)
+    b64 = np.asarray(b, dtype=np.int64)
+    overflow = (a64 == INT32_MIN) & (b64 == INT32_MIN)
+    p = a64 * b64
+    v = p + np.where(p >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.where(v >= 0, v >> 31, -((-v) >> 31))  # truncate toward zero
+    return np.where(overflow, INT32_MAX, high).astype(np.int32)
+
+
+def rounding_divide_by_pot(x: Any, exponent: Any) -> np.ndarray:
+    """RDBPOT: ``x / 2^exponent`` rounded half away from zero; exponent in ``[0, 31]``."""
+    e = np.asarray(exponent, dtype=np.int64)
+    if np.any(e < 0) or np.any(e > 31):
+        raise QuantizationError(f"rounding shift exponent must be in [0, 31], got {np.unique(e).tolist()[:4]}")
+    x64 = np.asarray(x, dtype=np.int64)
+    mask = (np.int64(1) << e) - 1
+    remainder = x64 & mask
+    threshold = (mask >> 1) + (x64 < 0)
+    return ((x64 >> e) + (remainder > threshold)).astype(np.int32)
+
+
+def multiply_by_quantized_multiplier(x: Any, m: Any, shift: Any, axis: int | None = None) -> np.ndarray:
+    """MBQM on int32 values ``x``; per-channel ``m``/``shift`` (1-D) broadcast along ``axis``."""
+    x64 = np.asarray(x, dtype=np.int64)
+    m64 = along_axis(np.asarray(m, dtype=np.int64), axis, x64.ndim)
+    s64 = along_axis(np.asarray(shift, dtype=np.int64), axis, x64.ndim)
+    left = np.maximum(s64, 0)
+    right = np.maximum(-s64, 0)
+    # |x| <= 2^31 and left <= 31, so x << left fits int64 before saturating.
+    y = saturating_rounding_doubling_high_mul(_sat32(x64 << left), m64)
+    return rounding_divide_by_pot(y, right)
+
+
+# -- tensor-level operations --------------------------------------------------------
+
+
+def requantize(
+    x: Any,
+    in_scale: Any,
+    in_zero_point: Any,
+    out_scale: Any,
+    out_zero_point: Any,
+    out_dtype: Any,
+    axis: int | None = None,
+) -> np.ndarray:
+    """``sat(z_out + MBQM(sat32(x − z_in), s_in/s_out))``; ``s_in``, ``z_in`` may be per-channel on ``axis``."""
+    x64 = np.asarray(x, dtype=np.int64)
+    s_in = np.asarray(in_scale, dtype=np.float32).astype(np.float64)
+    s_out = np.asarray(out_scale, dtype=np.float32).astype(np.float64)
+    if s_out.size != 1:
+        raise QuantizationError("requantize takes one output scale (per-tensor output)")
+    m, shift = quantize_multiplier(s_in / s_out.reshape(()))
+    if axis is None:
+        m, shift = np.asarray(m).reshape(()), np.asarray(shift).reshape(())
+    z_in = along_axis(np.asarray(in_zero_point, dtype=np.int64), axis, x64.ndim)
+    y = multiply_by_quantized_multiplier(_sat32(x64 - z_in), m, shift, axis)
+    return saturate(y.astype(np.int64) + int(np.asarray(out_zero_point).reshape(())), out_dtype)
+
+
+def add_multipliers(s_a: float, s_b: float, s_out: float) -> tuple[tuple[Any, Any], tuple[Any, Any], tuple[Any, Any]]:
+    """The three ``(m, shift)`` pairs of qnn.add: input a, input b, output."""
+    s_a, s_b, s_out = (float(np.float32(s)) for s in (s_a, s_b, s_out))
+    t = 2.0 * max(s_a, s_b)
+    return (
+        quantize_multiplier(s_a / t),
+        quantize_multiplier(s_b / t),
+        quantize_multiplier(t / (float(1 << ADD_LEFT_SHIFT) * s_out)),
+    )
+
+
+def quantized_add(
+    a: Any, s_a: float, z_a: int, b: Any, s_b: float, z_b: int, s_out: float, z_out: int, out_dtype: Any
+) -> np.ndarray:
+    """qnn.add of per-tensor quantized ``a`` and ``b`` (broadcasting), see the module docstring."""
+    (ma, sa), (mb, sb), (mo, so) = add_multipliers(s_a, s_b, s_out)
+    a64 = (np.asarray(a, dtype=np.int64) - int(z_a)) << ADD_LEFT_SHIFT
+    b64 = (np.asarray(b, dtype=np.int64) - int(z_b)) << ADD_LEFT_SHIFT
+    total = multiply_by_quantized_multiplier(_sat32(a64), ma, sa).astype(np.int64) + multiply_by_quantized_multiplier(
+        _sat32(b64), mb, sb
+    )
+    y = multiply_by_quantized_multiplier(_sat32(total), mo, so)
+    return saturate(y.astype(np.int64) + int(z_out), out_dtype)
+
+
+def quantized_mul(
+    a: Any, s_a: float, z_a: int, b: Any, s_b: float, z_b: int, s_out: float, z_out: int, out_dtype: Any
+) -> np.ndarray:
+    """qnn.mul of per-tensor quantized ``a`` and ``b`` (broadcasting), see the module docstring."""
+    s_a, s_b, s_out = (float(np.float32(s)) for s in (s_a, s_b, s_out))
+    m, shift = quantize_multiplier(s_a * s_b / s_out)
+    prod = (np.asarray(a, dtype=np.int64) - int(z_a)) * (np.asarray(b, dtype=np.int64) - int(z_b))
+    y = multiply_by_quantized_multiplier(_sat32(prod), m, shift)
+    return saturate(y.astype(np.int64) + int(z_out), out_dtype)
+
+
+def quantize(x: Any, scale: Any, zero_point: Any, dtype: Any, axis: int | None = None) -> np.ndarray:
+    """ONNX QuantizeLinear: ``sat(round_half_even(x / s) + z)``; per-axis along ``axis``."""
+    x = np.asarray(x)
+    work = np.float64 if x.dtype == np.float64 else np.float32
+    xf = x.astype(work, copy=False)
+    s = along_axis(np.asarray(scale, dtype=np.float32).astype(work), axis, xf.ndim)
+    z = along_axis(np.asarray(zero_point, dtype=np.int64), axis, xf.ndim)
+    lo, hi = dtype_range(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.rint(xf / s).astype(np.float64)
+    r = np.where(np.isnan(r), 0.0, r)
+    # Clamp in float64 (exact for every int32 bound) before the integer cast.
+    r = np.clip(r, lo - z, hi - z)
+    return (r.astype(np.int64) + z).astype(dtype)
+
+
+def dequantize(q: Any, scale: Any, zero_point: Any, axis: int | None = None) -> np.ndarray:
+    """ONNX DequantizeLinear: ``float32(q − z) · s`` (float32); per-axis along ``axis``."""
+    q64 = np.asarray(q, dtype=np.int64)
+    s = along_axis(np.asarray(scale, dtype=np.float32), axis, q64.ndim)
+    z = along_axis(np.asarray(zero_point, dtype=np.int64), axis, q64.ndim)
+    return ((q64 - z).astype(np.float32) * s).astype(np.float32)

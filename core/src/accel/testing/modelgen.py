@@ -1,0 +1,325 @@
+"""Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2.
+
+The graphs have the shape of what PyTorch's exporter writes for torchvision's
+models in eval mode (Conv + BatchNormalization, Relu, MaxPool, residual Add,
+GlobalAveragePool, Flatten, Gemm; MobileNetV2's ReLU6 as ``Clip`` with min/max
+fed by ``Constant`` nodes, depthwise convs as ``group=C``), with random weights
+drawn from a fixed seed. Weights are He-initialized and the batch norms carry
+random but consistent statistics so activations stay of order one through the
+whole depth: quantization and tolerance checks on them are meaningful.
+
+``quantize_qdq`` turns such a model into a QDQ model with ONNX Runtime's
+static quantizer, the way users produce quantized models.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+INPUT_NAME = "input"
+OUTPUT_NAME = "output"
+
+__all__ = [
+    "INPUT_NAME",
+    "OPSET",
+    "OUTPUT_NAME",
+    "mobilenet_v2",
+    "quantize_qdq",
+    "random_inputs",
+    "resnet18",
+    "resnet50",
+]
+
+
+class _Builder:
+    """Accumulates nodes and initializers of one graph with unique, exporter-like names."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self._count: dict[str, int] = {}
+
+    def _name(self, op: str) -> str:
+        n = self._count.get(op, 0)
+        self._count[op] = n + 1
+        return f"/{op}_{n}"
+
+    def _init(self, name: str, array: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def node(self, op: str, inputs: Sequence[str], **attrs: Any) -> str:
+        name = self._name(op)
+        out = f"{name}_output_0"
+        self.nodes.append(helper.make_node(op, list(inputs), [out], name=name, **attrs))
+        return out
+
+    def conv(
+        self, x: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1, bias: bool = False
+    ) -> str:
+        """Conv with He-normal weights (std = sqrt(2 / fan_in)), 'same'-style padding k // 2."""
+        fan_in = cin // group * k * k
+        w = self.rng.normal(0.0, np.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(np.float32)
+        base = self._name("conv_param")
+        inputs = [x, self._init(f"{base}.weight", w)]
+        if bias:
+            inputs.append(self._init(f"{base}.bias", self.rng.normal(0.0, 0.05, size=cout).astype(np.float32)))
+        p = k // 2
+        return self.node(
+            "Conv", inputs, dilations=[1, 1], group=group, kernel_shape=[k, k], pads=[p, p, p, p], strides=[stride, stride]
+        )
+
+    def bn(self, x: str, c: int, gain: float = 1.0) -> str:
+        """BatchNormalization with random running statistics.
+
+        ``mean``/``var`` are drawn near what a He-initialized conv produces on
+        O(1) inputs, so the normalized output stays near unit variance; ``gain``
+        scales gamma (a residual branch's last BN uses < 1, as trained ResNets
+        tend to, so the residual stream grows slowly).
+        """
+        base = self._name("bn_param")
+        gamma = (gain * self.rng.uniform(0.6, 1.4, size=c)).astype(np.float32)
+        beta = self.rng.normal(0.0, 0.2, size=c).astype(np.float32)
+        mean = self.rng.normal(0.0, 0.2, size=c).astype(np.float32)
+        var = self.rng.uniform(0.6, 1.8, size=c).astype(np.float32)
+        return self.node(
+            "BatchNormalization",
+            [
+                x,
+                self._init(f"{base}.weight", gamma),
+                self._init(f"{base}.bias", beta),
+                self._init(f"{base}.running_mean", mean),
+                self._init(f"{base}.running_var", var),
+            ],
+            epsilon=1e-5,
+            momentum=0.9,
+        )
+
+    def relu(self, x: str) -> str:
+        return self.node("Relu", [x])
+
+    def relu6(self, x: str) -> str:
+        """ReLU6 as torch exports it at opset >= 11: Clip(x, min, max) with Constant inputs."""
+        lo = self.node("Constant", [], value=numpy_helper.from_array(np.array(0.0, np.float32)))
+        hi = self.node("Constant", [], value=numpy_helper.from_array(np.array(6.0, np.float32)))
+        return self.node("Clip", [x, lo, hi])
+
+    def head(self, x: str, c: int, num_classes: int) -> str:
+        """GlobalAveragePool -> Flatten -> Gemm(transB=1), named as the graph output."""
+        x = self.node("GlobalAveragePool", [x])
+        x = self.node("Flatten", [x], axis=1)
+        w = self.rng.normal(0.0, np.sqrt(1.0 / c), size=(num_classes, c)).astype(np.float32)
+        b = self.rng.normal(0.0, 0.05, size=num_classes).astype(np.float32)
+        base = self._name("fc_param")
+        name = self._name("Gemm")
+        self.nodes.append(
+            helper.make_node(
+                "Gemm",
+                [x, self._init(f"{base}.weight", w), self._init(f"{base}.bias", b)],
+                [OUTPUT_NAME],
+                name=name,
+                alpha=1.0,
+                beta=1.0,
+                transB=1,
+            )
+        )
+        return OUTPUT_NAME
+
+    def model(self, graph_name: str, resolution: int, num_classes: int) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            self.nodes,
+            graph_name,
+            [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, [1, 3, resolution, resolution])],
+            [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [1, num_classes])],
+            self.inits,
+        )
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="accel.testing.modelgen"
+        )
+        model.ir_version = 8  # what opset 17 exporters write; every onnxruntime since 1.13 reads it
+        onnx.checker.check_model(model, full_check=True)
+        return model
+
+
+def _stem(b: _Builder, width: int) -> str:
+    x = b.conv(INPUT_NAME, 3, width, 7, stride=2)
+    x = b.relu(b.bn(x, width))
+    return b.node("MaxPool", [x], ceil_mode=0, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+
+
+def _check_resolution(resolution: int) -> None:
+    # Five stride-2 stages: below 32 pixels the last stages would see empty feature maps.
+    if resolution < 32:
+        raise ValueError(f"resolution must be at least 32, got {resolution}")
+
+
+def resnet18(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """ResNet-18 (basic blocks 2-2-2-2) with input ``[1, 3, resolution, resolution]``."""
+    _check_resolution(resolution)
+    b = _Builder(seed)
+    x = _stem(b, 64)
+    cin = 64
+    for stage, (width, blocks) in enumerate([(64, 2), (128, 2), (256, 2), (512, 2)]):
+        for i in range(blocks):
+            stride = 2 if stage > 0 and i == 0 else 1
+            y = b.relu(b.bn(b.conv(x, cin, width, 3, stride=stride), width))
+            y = b.bn(b.conv(y, width, width, 3), width, gain=0.5)
+            short = x
+            if stride != 1 or cin != width:
+                short = b.bn(b.conv(x, cin, width, 1, stride=stride), width, gain=0.7)
+            x = b.relu(b.node("Add", [y, short]))
+            cin = width
+    b.head(x, cin, num_classes)
+    return b.model("resnet18", resolution, num_classes)
+
+
+def resnet50(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """ResNet-50 (bottleneck blocks 3-4-6-3, stride on the 3x3 conv as in torchvision)."""
+    _check_resolution(resolution)
+    b = _Builder(seed)
+    x = _stem(b, 64)
+    cin = 64
+    for stage, (width, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+        cout = width * 4
+        for i in range(blocks):
+            stride = 2 if stage > 0 and i == 0 else 1
+            y = b.relu(b.bn(b.conv(x, cin, width, 1), width))
+            y = b.relu(b.bn(b.conv(y, width, width, 3, stride=stride), width))
+            y = b.bn(b.conv(y, width, cout, 1), cout, gain=0.5)
+            short = x
+            if stride != 1 or cin != cout:
+                short = b.bn(b.conv(x, cin, cout, 1, stride=stride), cout, gain=0.7)
+            x = b.relu(b.node("Add", [y, short]))
+            cin = cout
+    b.head(x, cin, num_classes)
+    return b.model("resnet50", resolution, num_classes)
+
+
+# (expansion t, output channels c, repeats n, first stride s), as in the MobileNetV2 paper.
+_MBV2_SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def mobilenet_v2(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """MobileNetV2 (width 1.0): inverted residuals with depthwise 3x3 convs and ReLU6."""
+    _check_resolution(resolution)
+    b = _Builder(seed)
+    x = b.relu6(b.bn(b.conv(INPUT_NAME, 3, 32, 3, stride=2), 32))
+    cin = 32
+    for t, c, n, s in _MBV2_SETTINGS:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            y = x
+            if t != 1:
+                y = b.relu6(b.bn(b.conv(y, cin, hidden, 1), hidden))
+            y = b.relu6(b.bn(b.conv(y, hidden, hidden, 3, stride=stride, group=hidden), hidden))
+            # The linear bottleneck has no activation; as in He init for a linear layer, its
+            # fan-in gain is 1 rather than 2, which ``gain`` approximates.
+            y = b.bn(b.conv(y, hidden, c, 1), c, gain=0.7)
+            x = b.node("Add", [x, y]) if stride == 1 and cin == c else y
+            cin = c
+    x = b.relu6(b.bn(b.conv(x, cin, 1280, 1), 1280))
+    b.head(x, 1280, num_classes)
+    return b.model("mobilenet_v2", resolution, num_classes)
+
+
+def _input_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    inits = {t.name for t in model.graph.initializer}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            raise ValueError(f"input {vi.name!r} has a symbolic shape; random_inputs needs static shapes")
+        shapes[vi.name] = tuple(d.dim_value for d in dims)
+    return shapes
+
+
+def random_inputs(model: onnx.ModelProto, count: int = 1, *, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """``count`` feeds of standard-normal float32 data for the model's (static-shaped) inputs."""
+    rng = np.random.default_rng(seed)
+    shapes = _input_shapes(model)
+    return [{n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()} for _ in range(count)]
+
+
+def quantize_qdq(
+    model: onnx.ModelProto,
+    calibration_inputs: int | Iterable[dict[str, np.ndarray] | np.ndarray] = 4,
+    *,
+    nodes_to_exclude: Sequence[str] | None = None,
+    preprocess: bool = True,
+    seed: int = 0,
+) -> onnx.ModelProto:
+    """Quantize ``model`` statically to QDQ form with ONNX Runtime's quantizer.
+
+    Activations uint8 (asymmetric), weights int8 per channel, MinMax
+    calibration over ``calibration_inputs``: an int (that many random inputs,
+    drawn with ``seed``), or feeds (``{name: array}``, or bare arrays for a
+    single-input model). With ``preprocess`` the model first goes through
+    ``quant_pre_process`` (ORT's recommended step: shape inference and the
+    basic graph optimizations that fold BatchNormalization into Conv), as a
+    user of the quantizer would run it. ``nodes_to_exclude`` (ONNX node names)
+    stay in float.
+    """
+    # onnxruntime is a test-time dependency of accel-core, not a runtime one.
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    if isinstance(calibration_inputs, int):
+        feeds = random_inputs(model, calibration_inputs, seed=seed)
+    else:
+        names = list(_input_shapes(model))
+        feeds = []
+        for item in calibration_inputs:
+            if isinstance(item, dict):
+                feeds.append({k: np.asarray(v, np.float32) for k, v in item.items()})
+            elif len(names) == 1:
+                feeds.append({names[0]: np.asarray(item, np.float32)})
+            else:
+                raise ValueError(f"model has inputs {names}; give calibration feeds as {{name: array}} dicts")
+    if not feeds:
+        raise ValueError("quantize_qdq needs at least one calibration input")
+
+    class _Reader(CalibrationDataReader):
+        def __init__(self, data: list[dict[str, np.ndarray]]):
+            self._it: Iterator[dict[str, np.ndarray]] = iter(data)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self._it, None)
+
+    with tempfile.TemporaryDirectory(prefix="accel-qdq-") as tmp:
+        src = Path(tmp) / "model.onnx"
+        onnx.save_model(model, src)
+        if preprocess:
+            pre = Path(tmp) / "model.pre.onnx"
+            quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
+            src = pre
+        dst = Path(tmp) / "model.qdq.onnx"
+        quantize_static(
+            str(src),
+            str(dst),
+            _Reader(feeds),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            nodes_to_exclude=list(nodes_to_exclude or []),
+        )
+        quantized = onnx.load_model(dst)
+    onnx.checker.check_model(quantized)
+    return quantized
