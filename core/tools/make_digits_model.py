@@ -25,6 +25,7 @@ import io
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -59,9 +60,7 @@ def conv3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np
     return out + b[None, :, None, None], xp
 
 
-def conv3x3_backward(
-    dout: np.ndarray, xp: np.ndarray, w: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def conv3x3_backward(dout: np.ndarray, xp: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients (dx, dw, db) of conv3x3 given the padded input it saw."""
     _, _, h, wd = dout.shape
     dw = np.zeros_like(w)
@@ -175,11 +174,13 @@ def train(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> dict[str, n
 
 def export_onnx(p: dict[str, np.ndarray]) -> onnx.ModelProto:
     """The trained network as an opset-17 ONNX graph: image [1,1,8,8] -> probabilities [1,10]."""
-    conv_attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1)
+    conv_attrs: dict[str, Any] = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1)
     nodes = [
         helper.make_node("Conv", ["image", "conv1.weight", "conv1.bias"], ["conv1_out"], name="conv1", **conv_attrs),
         helper.make_node("Relu", ["conv1_out"], ["relu1_out"], name="relu1"),
-        helper.make_node("Conv", ["relu1_out", "conv2.weight", "conv2.bias"], ["conv2_out"], name="conv2", **conv_attrs),
+        helper.make_node(
+            "Conv", ["relu1_out", "conv2.weight", "conv2.bias"], ["conv2_out"], name="conv2", **conv_attrs
+        ),
         helper.make_node("Relu", ["conv2_out"], ["relu2_out"], name="relu2"),
         helper.make_node(
             "MaxPool", ["relu2_out"], ["pool_out"], name="pool", kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0]
@@ -245,9 +246,7 @@ def main() -> None:
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
     y = digits.target.astype(np.int64)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=TEST_FRACTION, random_state=SEED, stratify=y
-    )
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=TEST_FRACTION, random_state=SEED, stratify=y)
     print(f"train {len(x_train)} images, held out {len(x_test)}")
 
     rng = np.random.default_rng(SEED)
@@ -271,8 +270,10 @@ def main() -> None:
             raise SystemExit(f"{name} is {size} bytes, over the {MAX_FILE_BYTES}-byte budget")
         print(f"{path}  {size} bytes  sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}")
 
-    print(f"held-out accuracy (onnxruntime): fp32 {ort_accuracy(fp32, x_test, y_test):.4f}  "
-          f"qdq {ort_accuracy(qdq, x_test, y_test):.4f}")
+    print(
+        f"held-out accuracy (onnxruntime): fp32 {ort_accuracy(fp32, x_test, y_test):.4f}  "
+        f"qdq {ort_accuracy(qdq, x_test, y_test):.4f}"
+    )
 
 
 if __name__ == "__main__":

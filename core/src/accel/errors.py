@@ -41,3 +41,7 @@ class InputError(AccelError):
 
 class SerializationError(AccelError):
     """A saved graph (JSON + .npy) that cannot be read back."""
+
+
+class QuantizationError(AccelError, ValueError):
+    """A quantization parameter that has no valid fixed-point encoding."""

@@ -63,7 +63,8 @@ from typing import Any
 
 import numpy as np
 
-from accel.errors import AccelError
+from accel.errors import QuantizationError
+
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -77,10 +78,6 @@ QUANT_RANGES: dict[str, tuple[int, int]] = {
     "int8": (-128, 127),
     "int32": (INT32_MIN, INT32_MAX),
 }
-
-
-class QuantizationError(AccelError, ValueError):
-    """A quantization parameter that has no valid fixed-point encoding."""
 
 
 def dtype_range(dtype: Any) -> tuple[int, int]:

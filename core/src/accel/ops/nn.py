@@ -1,1 +1,1123 @@
-"""nn ops (see docs/ops.md)."""
+"""nn ops (see docs/ops.md): convolution, dense, pooling, padding, normalization.
+
+The convolution and matmul kernels are the speed-critical part of the reference
+executor, so they are built once per node (the registry's ``prepare`` hook):
+geometry is computed and constant weights are packed into the matmul layout
+ahead of time, and each run is an im2col copy made from strided views plus one
+BLAS matmul per group. The public builders (:func:`build_conv2d`,
+:func:`build_conv2d_transpose`, :func:`build_dense`) are shared with the
+quantized ops, which run them on zero-point-subtracted integers in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from accel.ir import TensorType
+from accel.ops.common import FLOAT_DTYPES, expect, normalize_axis
+from accel.ops.registry import REQUIRED, OpContext, register_op
+
+Kernel = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
+
+DATA_LAYOUTS = ("NCHW", "NHWC")
+KERNEL_LAYOUTS = ("OIHW", "OHWI", "HWIO", "IHWO")
+TRANSPOSE_KERNEL_LAYOUTS = ("IOHW", "OHWI")
+_NUMERIC_DTYPES = (*FLOAT_DTYPES, "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+
+# --------------------------------------------------------------------------------------
+# attribute helpers
+
+
+def _ints(value: Any, n: int, name: str, *, allowed: Sequence[int] = ()) -> tuple[int, ...]:
+    """Read an int or tuple attribute as ``n`` ints (an int or a 1-tuple repeats;
+    with ``allowed=(2,)`` and ``n=4``, a pair ``(h, w)`` applies to both sides)."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+    if is_int(value):
+        vals: tuple[int, ...] = (int(value),)
+    elif isinstance(value, (tuple, list)) and all(is_int(v) for v in value):
+        vals = tuple(int(v) for v in value)
+    else:
+        vals = ()
+    sizes = sorted({1, n, *allowed})
+    expect(
+        len(vals) in sizes, f"{name} must be an int or a tuple of {' or '.join(map(str, sizes))} ints, got {value!r}"
+    )
+    if len(vals) == n:
+        return vals
+    if len(vals) == 1:
+        return vals * n
+    return vals + vals
+
+
+def _pad4(value: Any) -> tuple[int, int, int, int]:
+    """``padding`` as (top, left, bottom, right); accepts 1, 2 or 4 values."""
+    pads = _ints(value, 4, "padding", allowed=(2,))
+    expect(all(p >= 0 for p in pads), f"padding must be non-negative, got {pads}")
+    return pads  # type: ignore[return-value]
+
+
+def _positive_pair(value: Any, name: str) -> tuple[int, int]:
+    vals = _ints(value, 2, name)
+    expect(all(v >= 1 for v in vals), f"{name} must be positive, got {vals}")
+    return vals  # type: ignore[return-value]
+
+
+def _layout(value: Any, allowed: Sequence[str], name: str) -> str:
+    expect(value in allowed, f"{name} {value!r} is not supported (use {', '.join(allowed)})")
+    return str(value)
+
+
+def _permute(arr: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """View of ``arr`` (axes named by ``src``) with its axes in the order ``dst``."""
+    return arr.transpose([src.index(c) for c in dst])
+
+
+def _compute_dtype(dtype: Any) -> np.dtype:
+    """The dtype a kernel accumulates in: float16 in float32 (numpy's float16 matmul is slow), ints in int64."""
+    dt = np.dtype(dtype)
+    if dt == np.float16:
+        return np.dtype(np.float32)
+    if dt.kind in "iu":
+        return np.dtype(np.int64)
+    return dt
+
+
+def _out_size(size: int, pad: int, eff: int, stride: int) -> int:
+    return (size + pad - eff) // stride + 1
+
+
+# --------------------------------------------------------------------------------------
+# convolution geometry
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Everything a 2-D convolution kernel needs, validated (all channel counts are totals
+    except ``i``, the input channels of one group)."""
+
+    nchw: bool
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    i: int
+    kh: int
+    kw: int
+    groups: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    oh: int
+    ow: int
+    kernel_layout: str
+
+    @property
+    def padded(self) -> bool:
+        return any((self.pt, self.pl, self.pb, self.pr))
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        if self.nchw:
+            return (self.n, self.o, self.oh, self.ow)
+        return (self.n, self.oh, self.ow, self.o)
+
+    @property
+    def macs(self) -> int:
+        return self.n * self.o * self.oh * self.ow * self.i * self.kh * self.kw
+
+
+def _spatial(shape: Sequence[int], layout: str) -> tuple[int, int, int, int]:
+    """(N, C, H, W) of a 4-D data shape."""
+    expect(len(shape) == 4, f"data must be 4-D ({layout}), got shape {list(shape)}")
+    if layout == "NCHW":
+        n, c, h, w = shape
+    else:
+        n, h, w, c = shape
+    return n, c, h, w
+
+
+def conv2d_geometry(attrs: Mapping[str, Any], data_shape: Sequence[int], weight_shape: Sequence[int]) -> ConvGeometry:
+    """Validate an ``nn.conv2d`` (or ``qnn.conv2d``) and compute its geometry."""
+    dl = _layout(attrs.get("data_layout", "NCHW"), DATA_LAYOUTS, "data_layout")
+    kl = _layout(attrs.get("kernel_layout", "OIHW"), KERNEL_LAYOUTS, "kernel_layout")
+    sh, sw = _positive_pair(attrs.get("strides", (1, 1)), "strides")
+    dh, dw = _positive_pair(attrs.get("dilation", (1, 1)), "dilation")
+    pt, pl, pb, pr = _pad4(attrs.get("padding", (0, 0, 0, 0)))
+    groups = attrs.get("groups", 1)
+    expect(
+        isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1,
+        f"groups must be a positive int, got {groups!r}",
+    )
+    n, c, h, w = _spatial(data_shape, dl)
+    expect(len(weight_shape) == 4, f"weight must be 4-D ({kl}), got shape {list(weight_shape)}")
+    o, i, kh, kw = (weight_shape[kl.index(a)] for a in "OIHW")
+    expect(min(o, i, kh, kw) >= 1, f"weight shape {list(weight_shape)} ({kl}) has an empty dimension")
+    expect(c % groups == 0, f"groups={groups} does not divide the {c} input channels")
+    expect(o % groups == 0, f"groups={groups} does not divide the {o} output channels of the weight")
+    expect(
+        c == i * groups,
+        f"data has {c} channels but the weight {list(weight_shape)} ({kl}) expects {i} per group x {groups} groups = {i * groups}",
+    )
+    eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    expect(
+        h + pt + pb >= eh and w + pl + pr >= ew,
+        f"kernel extent {eh}x{ew} (kernel {kh}x{kw}, dilation {dh}x{dw}) is larger than the padded input {h + pt + pb}x{w + pl + pr}",
+    )
+    oh, ow = _out_size(h, pt + pb, eh, sh), _out_size(w, pl + pr, ew, sw)
+    return ConvGeometry(dl == "NCHW", n, c, h, w, o, i, kh, kw, groups, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow, kl)
+
+
+@dataclass(frozen=True)
+class ConvTransposeGeometry:
+    """Geometry of a transposed convolution: ``c`` input channels, ``og`` output channels per group."""
+
+    nchw: bool
+    n: int
+    c: int
+    h: int
+    w: int
+    og: int
+    kh: int
+    kw: int
+    groups: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    oph: int
+    opw: int
+    oh: int
+    ow: int
+    kernel_layout: str
+
+    @property
+    def o(self) -> int:
+        return self.og * self.groups
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        if self.nchw:
+            return (self.n, self.o, self.oh, self.ow)
+        return (self.n, self.oh, self.ow, self.o)
+
+    @property
+    def macs(self) -> int:
+        return self.n * self.c * self.h * self.w * self.og * self.kh * self.kw
+
+
+def conv2d_transpose_geometry(
+    attrs: Mapping[str, Any], data_shape: Sequence[int], weight_shape: Sequence[int]
+) -> ConvTransposeGeometry:
+    """Validate an ``nn.conv2d_transpose`` and compute its geometry.
+
+    The weight is logically ``[C_in, C_out / groups, kh, kw]`` (``IOHW``, as ONNX
+    ConvTranspose); ``OHWI`` names the same tensor with its axes permuted
+    (``[C_out / groups, kh, kw, C_in]``), which for one group is TFLite's layout.
+    """
+    dl = _layout(attrs.get("data_layout", "NCHW"), DATA_LAYOUTS, "data_layout")
+    kl = _layout(attrs.get("kernel_layout", "IOHW"), TRANSPOSE_KERNEL_LAYOUTS, "kernel_layout")
+    sh, sw = _positive_pair(attrs.get("strides", (1, 1)), "strides")
+    dh, dw = _positive_pair(attrs.get("dilation", (1, 1)), "dilation")
+    pt, pl, pb, pr = _pad4(attrs.get("padding", (0, 0, 0, 0)))
+    oph, opw = _ints(attrs.get("output_padding", (0, 0)), 2, "output_padding")
+    groups = attrs.get("groups", 1)
+    expect(
+        isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1,
+        f"groups must be a positive int, got {groups!r}",
+    )
+    expect(
+        0 <= oph < max(sh, dh) and 0 <= opw < max(sw, dw),
+        f"output_padding {(oph, opw)} must be non-negative and smaller than the stride or the dilation",
+    )
+    n, c, h, w = _spatial(data_shape, dl)
+    expect(len(weight_shape) == 4, f"weight must be 4-D ({kl}), got shape {list(weight_shape)}")
+    wi, og, kh, kw = (weight_shape[kl.index(a)] for a in "IOHW")
+    expect(min(wi, og, kh, kw) >= 1, f"weight shape {list(weight_shape)} ({kl}) has an empty dimension")
+    expect(c % groups == 0, f"groups={groups} does not divide the {c} input channels")
+    expect(c == wi, f"data has {c} channels but the weight {list(weight_shape)} ({kl}) has {wi} input channels")
+    full_h = (h - 1) * sh + dh * (kh - 1) + 1 + oph
+    full_w = (w - 1) * sw + dw * (kw - 1) + 1 + opw
+    oh, ow = full_h - pt - pb, full_w - pl - pr
+    expect(oh >= 1 and ow >= 1, f"padding {(pt, pl, pb, pr)} leaves an empty output ({oh}x{ow})")
+    return ConvTransposeGeometry(
+        dl == "NCHW", n, c, h, w, og, kh, kw, groups, sh, sw, dh, dw, pt, pl, pb, pr, oph, opw, oh, ow, kl
+    )
+
+
+# --------------------------------------------------------------------------------------
+# convolution kernels
+
+
+def _pad_spatial(
+    x: np.ndarray, nchw: bool, pads: tuple[int, int, int, int], dtype: np.dtype, fill: Any = 0
+) -> np.ndarray:
+    """``x`` converted to ``dtype`` with (top, left, bottom, right) padding of ``fill`` on H and W."""
+    pt, pl, pb, pr = pads
+    if not any(pads):
+        return x.astype(dtype, copy=False)
+    n, d1, d2, d3 = x.shape
+    if nchw:
+        xp = np.empty((n, d1, d2 + pt + pb, d3 + pl + pr), dtype)
+        inner = (slice(None), slice(None), slice(pt, pt + d2), slice(pl, pl + d3))
+    else:
+        xp = np.empty((n, d1 + pt + pb, d2 + pl + pr, d3), dtype)
+        inner = (slice(None), slice(pt, pt + d1), slice(pl, pl + d2), slice(None))
+    # fill only the border, then the interior once (no double write of the bulk)
+    if nchw:
+        xp[:, :, :pt] = fill
+        xp[:, :, pt + d2 :] = fill
+        xp[:, :, pt : pt + d2, :pl] = fill
+        xp[:, :, pt : pt + d2, pl + d3 :] = fill
+    else:
+        xp[:, :pt] = fill
+        xp[:, pt + d1 :] = fill
+        xp[:, pt : pt + d1, :pl] = fill
+        xp[:, pt : pt + d1, pl + d2 :] = fill
+    xp[inner] = x
+    return xp
+
+
+def _tap(xp: np.ndarray, nchw: bool, r0: int, c0: int, sh: int, sw: int, oh: int, ow: int) -> np.ndarray:
+    """Strided view of the input under one kernel tap: rows r0, r0+sh, ... (oh of them), same for columns."""
+    rows = slice(r0, r0 + sh * (oh - 1) + 1, sh)
+    cols = slice(c0, c0 + sw * (ow - 1) + 1, sw)
+    return xp[:, :, rows, cols] if nchw else xp[:, rows, cols, :]
+
+
+def _oihw(weight: np.ndarray, layout: str, dtype: np.dtype) -> np.ndarray:
+    return _permute(np.asarray(weight), layout, "OIHW").astype(dtype, copy=False)
+
+
+#: Per-group input channels from which an NCHW convolution gathers its im2col columns
+#: channels-last: copying runs of C contiguous values beats copying short image rows
+#: (measured ~10% faster per ResNet layer), except for stems with a handful of channels.
+CHANNELS_LAST_COLS_MIN = 16
+
+Packer = Callable[[np.ndarray], np.ndarray]
+Runner = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _conv_im2col(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
+    """(pack, run) for the im2col + matmul convolution, one matmul per group.
+
+    NCHW output comes straight out of ``W[O, K] @ cols[K, OH*OW]`` and NHWC out
+    of ``cols[N*OH*OW, K] @ W[K, O]``; only grouped NHWC transposes its result.
+    The columns are a copy of one strided view of the padded input, ordered
+    (kh, kw, C) when gathered channels-last and (C, kh, kw) otherwise; the
+    weight is packed in the same order. 1x1 unpadded convolutions skip im2col.
+    """
+    G, og, cg = g.groups, g.o // g.groups, g.i
+    k = cg * g.kh * g.kw
+    m = g.oh * g.ow
+    pads = (g.pt, g.pl, g.pb, g.pr)
+    pointwise = g.kh == 1 and g.kw == 1 and not g.padded
+    channels_last = not pointwise and (not g.nchw or cg >= CHANNELS_LAST_COLS_MIN)
+
+    def pack(weight: np.ndarray) -> np.ndarray:
+        w = _oihw(weight, g.kernel_layout, dtype).reshape(G, og, cg, g.kh, g.kw)
+        if channels_last:
+            w = w.transpose(0, 1, 3, 4, 2)  # [G, og, kh, kw, cg]
+        w = w.reshape(G, og, k)
+        if not g.nchw:
+            w = w.transpose(0, 2, 1)  # [G, K, og]: cols @ W
+        return np.ascontiguousarray(w[0] if G == 1 else w)
+
+    def channels_last_cols(x_nhwc: np.ndarray, group_major: bool = False) -> np.ndarray:
+        """Columns [N, G, OH*OW, K] (``group_major``: [G, N*OH*OW, K]), K ordered (kh, kw, cg), from NHWC data."""
+        xp = _pad_spatial(x_nhwc, False, pads, dtype)
+        s0, s1, s2, s3 = xp.strides
+        shape = (g.n, G, g.oh, g.ow, g.kh, g.kw, cg)
+        strides = (s0, s3 * cg, s1 * g.sh, s2 * g.sw, s1 * g.dh, s2 * g.dw, s3)
+        if group_major:
+            shape = (G, g.n, *shape[2:])
+            strides = (strides[1], strides[0], *strides[2:])
+        view = as_strided(xp, shape, strides, writeable=False)
+        return view.reshape(G, g.n * m, k) if group_major else view.reshape(g.n, G, m, k)
+
+    if g.nchw:
+
+        def run(x: np.ndarray, wp: np.ndarray) -> np.ndarray:
+            if pointwise:
+                xs = x if g.sh == g.sw == 1 else x[:, :, :: g.sh, :: g.sw]
+                cols = xs.astype(dtype, copy=False).reshape(g.n, G, k, m)
+            elif channels_last:
+                # transposed while padding: one copy of the input, then fast NHWC gathering
+                cols = channels_last_cols(x.transpose(0, 2, 3, 1)).transpose(0, 1, 3, 2)
+            else:
+                xp = _pad_spatial(x, True, pads, dtype)
+                s0, s1, s2, s3 = xp.strides
+                view = as_strided(
+                    xp,
+                    (g.n, G, cg, g.kh, g.kw, g.oh, g.ow),
+                    (s0, s1 * cg, s1, s2 * g.dh, s3 * g.dw, s2 * g.sh, s3 * g.sw),
+                    writeable=False,
+                )
+                cols = view.reshape(g.n, G, k, m)
+            out = np.matmul(wp, cols[:, 0] if G == 1 else cols)  # [N, (G,) og, OH*OW]
+            return out.reshape(g.out_shape)
+
+        return pack, run
+
+    def run_nhwc(x: np.ndarray, wp: np.ndarray) -> np.ndarray:
+        if pointwise:
+            xs = x if g.sh == g.sw == 1 else x[:, :: g.sh, :: g.sw, :]
+            xs = xs.astype(dtype, copy=False)
+            if G == 1:
+                return np.matmul(xs.reshape(g.n * m, k), wp).reshape(g.out_shape)
+            cols = xs.reshape(g.n * m, G, k).transpose(1, 0, 2)  # [G, N*OH*OW, cg]
+        else:
+            cols = channels_last_cols(x, group_major=True)  # [G, N*OH*OW, K]
+            if G == 1:
+                return np.matmul(cols[0], wp).reshape(g.out_shape)
+        out = np.matmul(cols, wp)  # [G, N*OH*OW, og]
+        return np.ascontiguousarray(out.transpose(1, 0, 2)).reshape(g.out_shape)
+
+    return pack, run_nhwc
+
+
+#: Bytes of output a depthwise convolution accumulates at a time: small enough that the
+#: running sum stays in L2 cache across its kernel taps.
+DEPTHWISE_BLOCK_BYTES = 1 << 17
+
+
+def _conv_depthwise(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
+    """(pack, run) for depthwise convolution (one input channel per group, ``mult`` outputs each).
+
+    A loop over the kernel taps, each a shifted view times per-channel weights.
+    So that every tap is one long contiguous run (not OW-long rows, which leave
+    numpy dominated by loop overhead), the padded input is split into its
+    ``sh x sw`` stride phases and flattened: a tap is then a flat offset into one
+    phase, and the output is computed on a grid ``Wq >= OW`` wide, cropped at the end.
+    """
+    c, mult = g.c, g.o // g.c
+    rr = [(r * g.dh) // g.sh for r in range(g.kh)]
+    qq = [(q * g.dw) // g.sw for q in range(g.kw)]
+    hq = g.oh + max(rr) + 1  # phase height: room for the last tap's flat run
+    wq = g.ow + max(qq)  # phase width: every valid column of every tap stays in its row
+    span = g.oh * wq
+    taps_at = [((r * g.dh) % g.sh, (q * g.dw) % g.sw, rr[r] * wq + qq[q]) for r in range(g.kh) for q in range(g.kw)]
+
+    def pack(weight: np.ndarray) -> np.ndarray:
+        w = _oihw(weight, g.kernel_layout, dtype).reshape(c, mult, g.kh, g.kw)
+        w = w.transpose(2, 3, 0, 1).reshape(g.kh * g.kw, c, mult)
+        # NCHW: taps[t] [C, mult, 1] against [N, C, 1, span]; NHWC: [C, mult] against [N, span, C, 1]
+        return np.ascontiguousarray(w[..., None] if g.nchw else w)
+
+    def phases(x: np.ndarray) -> np.ndarray:
+        """[sh, sw, N, C, hq*wq] (NCHW) or [sh, sw, N, hq*wq, C] (NHWC): the padded input by stride phase."""
+        ht, wt = hq * g.sh, wq * g.sw
+        r0, r1 = min(g.pt, ht), min(g.pt + g.h, ht)
+        c0, c1 = min(g.pl, wt), min(g.pl + g.w, wt)
+        pads = (r0, c0, ht - r1, wt - c1)
+        if g.nchw:
+            xp = _pad_spatial(x[:, :, : r1 - r0, : c1 - c0], True, pads, dtype)
+            xp = xp.reshape(g.n, c, hq, g.sh, wq, g.sw).transpose(3, 5, 0, 1, 2, 4)
+            return np.ascontiguousarray(xp).reshape(g.sh, g.sw, g.n, c, hq * wq)
+        xp = _pad_spatial(x[:, : r1 - r0, : c1 - c0], False, pads, dtype)
+        xp = xp.reshape(g.n, hq, g.sh, wq, g.sw, c).transpose(2, 4, 0, 1, 3, 5)
+        return np.ascontiguousarray(xp).reshape(g.sh, g.sw, g.n, hq * wq, c)
+
+    # blocks along axis 1 of the output: channels (NCHW) or grid positions (NHWC)
+    per_item = (span if g.nchw else c) * mult * g.n * dtype.itemsize
+    total = c if g.nchw else span
+    block = max(1, min(total, DEPTHWISE_BLOCK_BYTES // max(per_item, 1)))
+
+    def run(x: np.ndarray, taps: np.ndarray) -> np.ndarray:
+        ph = phases(x)
+        if g.nchw:
+            out = np.empty((g.n, c, mult, span), dtype)
+        else:
+            out = np.empty((g.n, span, c, mult), dtype)
+        tmp = np.empty((g.n, block, *out.shape[2:]), dtype)
+        for b0 in range(0, total, block):
+            b1 = min(total, b0 + block)
+            acc, scratch = out[:, b0:b1], tmp[:, : b1 - b0]
+            for t, (a, b, off) in enumerate(taps_at):
+                if g.nchw:
+                    src, wt = ph[a, b, :, b0:b1, None, off : off + span], taps[t, b0:b1]
+                else:
+                    src, wt = ph[a, b, :, off + b0 : off + b1, :, None], taps[t]
+                if t == 0:
+                    np.multiply(src, wt, out=acc)
+                else:
+                    np.multiply(src, wt, out=scratch)
+                    acc += scratch
+        if g.nchw:
+            res = out.reshape(g.n, g.o, g.oh, wq)[:, :, :, : g.ow]
+        else:
+            res = out.reshape(g.n, g.oh, wq, g.o)[:, :, : g.ow]
+        return np.ascontiguousarray(res)
+
+    return pack, run
+
+
+def _with_weight(pack: Packer, run: Runner, weight: np.ndarray | None) -> Kernel:
+    """Bind a pre-packed weight when it is known, else pack on every call."""
+    if weight is not None:
+        packed = pack(weight)
+
+        def run_packed(data: np.ndarray, _weight: np.ndarray | None = None) -> np.ndarray:
+            return run(data, packed)
+
+        return run_packed
+
+    def run_unpacked(data: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+        if w is None:
+            raise ValueError("this kernel was built without a weight: pass it at run time")
+        return run(data, pack(w))
+
+    return run_unpacked
+
+
+def build_conv2d(
+    attrs: Mapping[str, Any],
+    data_shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    dtype: np.dtype,
+    weight: np.ndarray | None = None,
+) -> Callable[[np.ndarray, np.ndarray | None], np.ndarray]:
+    """A conv2d kernel ``f(data, weight)`` computing in ``dtype`` for one geometry.
+
+    ``attrs`` are conv2d attributes (layouts, strides, padding, dilation,
+    groups). With ``weight`` given here it is packed once and ``f`` ignores its
+    second argument. Padding is zero padding.
+    """
+    g = conv2d_geometry(attrs, data_shape, weight_shape)
+    dtype = np.dtype(dtype)
+    if g.groups > 1 and g.i == 1 and g.groups == g.c:
+        pack, run = _conv_depthwise(g, dtype)
+    else:
+        pack, run = _conv_im2col(g, dtype)
+    return _with_weight(pack, run, weight)
+
+
+def build_conv2d_transpose(
+    attrs: Mapping[str, Any],
+    data_shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    dtype: np.dtype,
+    weight: np.ndarray | None = None,
+) -> Callable[[np.ndarray, np.ndarray | None], np.ndarray]:
+    """A conv2d_transpose kernel ``f(data, weight)`` computing in ``dtype``.
+
+    One matmul per group gives every (input pixel, kernel tap) contribution
+    (``cols = W^T @ x``); a loop over the kernel taps scatter-adds them into the
+    output at stride offsets (col2im), then the padding is cropped.
+    """
+    g = conv2d_transpose_geometry(attrs, data_shape, weight_shape)
+    dtype = np.dtype(dtype)
+    G, cg, og, kh, kw = g.groups, g.c // g.groups, g.og, g.kh, g.kw
+    full_h = (g.h - 1) * g.sh + g.dh * (kh - 1) + 1 + g.oph
+    full_w = (g.w - 1) * g.sw + g.dw * (kw - 1) + 1 + g.opw
+
+    def pack(weight: np.ndarray) -> np.ndarray:
+        # logical IOHW [G*Cg, Og, kh, kw] -> [G, Og*kh*kw, Cg]: cols = W @ x per group
+        w = _permute(np.asarray(weight), g.kernel_layout, "IOHW").astype(dtype, copy=False)
+        w = w.reshape(G, cg, og * kh * kw).transpose(0, 2, 1)
+        return np.ascontiguousarray(w)
+
+    def run(x: np.ndarray, wp: np.ndarray) -> np.ndarray:
+        x = x.astype(dtype, copy=False)
+        if not g.nchw:
+            x = x.transpose(0, 3, 1, 2)
+        xg = x.reshape(g.n, G, cg, g.h * g.w)
+        cols = np.matmul(wp, xg).reshape(g.n, G * og, kh, kw, g.h, g.w)
+        buf = np.zeros((g.n, G * og, full_h, full_w), dtype)
+        for r in range(kh):
+            for q in range(kw):
+                rows = slice(r * g.dh, r * g.dh + (g.h - 1) * g.sh + 1, g.sh)
+                cols_ = slice(q * g.dw, q * g.dw + (g.w - 1) * g.sw + 1, g.sw)
+                buf[:, :, rows, cols_] += cols[:, :, r, q]
+        out = buf[:, :, g.pt : g.pt + g.oh, g.pl : g.pl + g.ow]
+        if not g.nchw:
+            out = out.transpose(0, 2, 3, 1)
+        return np.ascontiguousarray(out)
+
+    return _with_weight(pack, run, weight)
+
+
+def build_dense(
+    data_shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    dtype: np.dtype,
+    weight: np.ndarray | None = None,
+) -> Callable[[np.ndarray, np.ndarray | None], np.ndarray]:
+    """A dense kernel ``f(data, weight) = data @ weight.T`` computing in ``dtype``.
+
+    ``data`` is ``[..., K]``, ``weight`` ``[N, K]``; a weight given here is
+    packed once as a contiguous ``[K, N]`` matrix.
+    """
+    out_shape = dense_out_shape(data_shape, weight_shape)
+    dtype = np.dtype(dtype)
+    k = int(weight_shape[1])
+
+    def pack(w: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(w).astype(dtype, copy=False).T)
+
+    def run(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
+        x2 = x.astype(dtype, copy=False).reshape(-1, k)
+        return np.matmul(x2, wt).reshape(out_shape)
+
+    return _with_weight(pack, run, weight)
+
+
+def dense_out_shape(data_shape: Sequence[int], weight_shape: Sequence[int]) -> tuple[int, ...]:
+    """Validate dense shapes (data ``[..., K]``, weight ``[N, K]``) and give the output shape."""
+    expect(len(data_shape) >= 1, "dense data must have at least one axis")
+    expect(len(weight_shape) == 2, f"dense weight must be 2-D [N, K], got shape {list(weight_shape)}")
+    expect(
+        data_shape[-1] == weight_shape[1],
+        f"data has K={data_shape[-1]} features (shape {list(data_shape)}) but the weight {list(weight_shape)} expects K={weight_shape[1]}",
+    )
+    return (*tuple(data_shape[:-1]), int(weight_shape[0]))
+
+
+# --------------------------------------------------------------------------------------
+# type-rule helpers
+
+
+def _numeric(t: TensorType, what: str, op: str) -> None:
+    expect(t.dtype in _NUMERIC_DTYPES, f"{what} has dtype {t.dtype}; {op} takes float or integer tensors")
+
+
+def _float(t: TensorType, what: str, op: str) -> None:
+    expect(t.dtype in FLOAT_DTYPES, f"{what} has dtype {t.dtype}; {op} takes float tensors ({', '.join(FLOAT_DTYPES)})")
+
+
+def _not_quantized(op: str, qop: str, *types: TensorType) -> None:
+    expect(all(t.quant is None for t in types), f"{op} got a quantized input; quantized tensors go through {qop}")
+
+
+def _same_dtype(op: str, **types: TensorType) -> None:
+    dtypes = {name: t.dtype for name, t in types.items()}
+    expect(
+        len(set(dtypes.values())) == 1,
+        f"{op} needs one dtype for all inputs, got " + ", ".join(f"{k} {v}" for k, v in dtypes.items()),
+    )
+
+
+def _contiguous(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``arr`` as a C-contiguous array of exactly ``dtype`` (no copy when it already is)."""
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+# --------------------------------------------------------------------------------------
+# nn.conv2d
+
+CONV2D_ATTRS: dict[str, Any] = {
+    "strides": (1, 1),
+    "padding": (0, 0, 0, 0),
+    "dilation": (1, 1),
+    "groups": 1,
+    "data_layout": "NCHW",
+    "kernel_layout": "OIHW",
+}
+
+
+def _infer_conv2d(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
+    _not_quantized("nn.conv2d", "qnn.conv2d", data, weight)
+    _numeric(data, "data", "nn.conv2d")
+    _same_dtype("nn.conv2d", data=data, weight=weight)
+    g = conv2d_geometry(attrs, data.shape, weight.shape)
+    return TensorType(g.out_shape, data.dtype)
+
+
+def _prepare_conv2d(ctx: OpContext) -> Callable[..., np.ndarray]:
+    out_dtype = ctx.out_types[0].np_dtype
+    f = build_conv2d(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape, _compute_dtype(out_dtype), ctx.const(1))
+
+    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        return _contiguous(f(data, weight), out_dtype)
+
+    return run
+
+
+def _macs_conv2d(ctx: OpContext) -> int:
+    return conv2d_geometry(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape).macs
+
+
+@register_op(
+    "nn.conv2d", infer=_infer_conv2d, attrs=CONV2D_ATTRS, num_inputs=2, prepare=_prepare_conv2d, macs=_macs_conv2d
+)
+def conv2d(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """2-D cross-correlation with zero padding, groups, dilation; NCHW/NHWC data, four kernel layouts."""
+    return _prepare_conv2d(ctx)(data, weight)
+
+
+# --------------------------------------------------------------------------------------
+# nn.conv2d_transpose
+
+CONV2D_TRANSPOSE_ATTRS: dict[str, Any] = {
+    "strides": (1, 1),
+    "padding": (0, 0, 0, 0),
+    "output_padding": (0, 0),
+    "dilation": (1, 1),
+    "groups": 1,
+    "data_layout": "NCHW",
+    "kernel_layout": "IOHW",
+}
+
+
+def _infer_conv2d_transpose(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
+    _not_quantized("nn.conv2d_transpose", "qnn.conv2d_transpose", data, weight)
+    _numeric(data, "data", "nn.conv2d_transpose")
+    _same_dtype("nn.conv2d_transpose", data=data, weight=weight)
+    g = conv2d_transpose_geometry(attrs, data.shape, weight.shape)
+    return TensorType(g.out_shape, data.dtype)
+
+
+def _prepare_conv2d_transpose(ctx: OpContext) -> Callable[..., np.ndarray]:
+    out_dtype = ctx.out_types[0].np_dtype
+    f = build_conv2d_transpose(
+        ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape, _compute_dtype(out_dtype), ctx.const(1)
+    )
+
+    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        return _contiguous(f(data, weight), out_dtype)
+
+    return run
+
+
+def _macs_conv2d_transpose(ctx: OpContext) -> int:
+    return conv2d_transpose_geometry(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape).macs
+
+
+@register_op(
+    "nn.conv2d_transpose",
+    infer=_infer_conv2d_transpose,
+    attrs=CONV2D_TRANSPOSE_ATTRS,
+    num_inputs=2,
+    prepare=_prepare_conv2d_transpose,
+    macs=_macs_conv2d_transpose,
+)
+def conv2d_transpose(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Transposed convolution (ONNX ConvTranspose): the gradient of conv2d with respect to its input."""
+    return _prepare_conv2d_transpose(ctx)(data, weight)
+
+
+# --------------------------------------------------------------------------------------
+# nn.dense, nn.batch_matmul
+
+
+def _infer_dense(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
+    _not_quantized("nn.dense", "qnn.dense", data, weight)
+    _numeric(data, "data", "nn.dense")
+    _same_dtype("nn.dense", data=data, weight=weight)
+    return TensorType(dense_out_shape(data.shape, weight.shape), data.dtype)
+
+
+def _prepare_dense(ctx: OpContext) -> Callable[..., np.ndarray]:
+    out_dtype = ctx.out_types[0].np_dtype
+    f = build_dense(ctx.in_types[0].shape, ctx.in_types[1].shape, _compute_dtype(out_dtype), ctx.const(1))
+
+    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        return _contiguous(f(data, weight), out_dtype)
+
+    return run
+
+
+def _macs_dense(ctx: OpContext) -> int:
+    return ctx.out_types[0].size * int(ctx.in_types[1].shape[1])
+
+
+@register_op("nn.dense", infer=_infer_dense, num_inputs=2, prepare=_prepare_dense, macs=_macs_dense)
+def dense(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``data @ weight.T`` (fully connected layer without bias)."""
+    return _prepare_dense(ctx)(data, weight)
+
+
+def _batch_matmul_dims(attrs: Mapping[str, Any], a: Sequence[int], b: Sequence[int]) -> tuple[int, int, int, int]:
+    """(B, M, N, K) of a batch_matmul, validated."""
+    expect(len(a) == 3 and len(b) == 3, f"batch_matmul takes 3-D inputs, got shapes {list(a)} and {list(b)}")
+    ta, tb = bool(attrs["transpose_a"]), bool(attrs["transpose_b"])
+    ba, m, ka = (a[0], a[2], a[1]) if ta else tuple(a)
+    bb, n, kb = (b[0], b[1], b[2]) if tb else (b[0], b[2], b[1])
+    expect(
+        ka == kb,
+        f"inner dimensions differ: a {list(a)} (transpose_a={ta}) has K={ka}, b {list(b)} (transpose_b={tb}) has K={kb}",
+    )
+    expect(ba == bb or ba == 1 or bb == 1, f"batch sizes {ba} and {bb} do not broadcast")
+    return max(ba, bb), m, n, ka
+
+
+def _infer_batch_matmul(attrs: Mapping[str, Any], a: TensorType, b: TensorType) -> TensorType:
+    _not_quantized("nn.batch_matmul", "qnn ops", a, b)
+    _numeric(a, "a", "nn.batch_matmul")
+    _same_dtype("nn.batch_matmul", a=a, b=b)
+    bsz, m, n, _ = _batch_matmul_dims(attrs, a.shape, b.shape)
+    return TensorType((bsz, m, n), a.dtype)
+
+
+def _macs_batch_matmul(ctx: OpContext) -> int:
+    bsz, m, n, k = _batch_matmul_dims(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape)
+    return bsz * m * n * k
+
+
+@register_op(
+    "nn.batch_matmul",
+    infer=_infer_batch_matmul,
+    attrs={"transpose_a": False, "transpose_b": True},
+    num_inputs=2,
+    macs=_macs_batch_matmul,
+)
+def batch_matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched matmul; ``b`` is ``[B, N, K]`` when ``transpose_b`` (the default), batch 1 broadcasts."""
+    out_dtype = ctx.out_types[0].np_dtype
+    cdt = _compute_dtype(out_dtype)
+    a = a.astype(cdt, copy=False)
+    b = b.astype(cdt, copy=False)
+    if ctx.attrs["transpose_a"]:
+        a = a.transpose(0, 2, 1)
+    if ctx.attrs["transpose_b"]:
+        b = b.transpose(0, 2, 1)
+    return _contiguous(np.matmul(a, b), out_dtype)
+
+
+# --------------------------------------------------------------------------------------
+# nn.bias_add, nn.batch_norm, nn.instance_norm
+
+
+def _channel_vector(t: TensorType, what: str, channels: int, axis: int) -> None:
+    expect(
+        t.shape == (channels,),
+        f"{what} must have shape [{channels}] (axis {axis} of the data), got {list(t.shape)}",
+    )
+
+
+def _infer_bias_add(attrs: Mapping[str, Any], data: TensorType, bias: TensorType) -> TensorType:
+    _numeric(data, "data", "nn.bias_add")
+    _same_dtype("nn.bias_add", data=data, bias=bias)
+    expect(data.rank >= 1, "nn.bias_add data must have at least one axis")
+    axis = normalize_axis(attrs["axis"], data.rank)
+    _channel_vector(bias, "bias", data.shape[axis], axis)
+    return data
+
+
+def _along(vec: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    """A 1-D vector reshaped to broadcast along ``axis`` of a rank-``rank`` array."""
+    shape = [1] * rank
+    shape[axis] = -1
+    return vec.reshape(shape)
+
+
+@register_op("nn.bias_add", infer=_infer_bias_add, attrs={"axis": 1}, num_inputs=2)
+def bias_add(ctx: OpContext, data: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Add a per-channel bias along ``axis`` (integer accumulators wrap like their dtype)."""
+    axis = normalize_axis(ctx.attrs["axis"], data.ndim)
+    out_dtype = ctx.out_types[0].np_dtype
+    return _contiguous(np.add(data, _along(bias, axis, data.ndim), dtype=out_dtype), out_dtype)
+
+
+def _infer_batch_norm(attrs: Mapping[str, Any], data: TensorType, *params: TensorType) -> TensorType:
+    _float(data, "data", "nn.batch_norm")
+    names = ("gamma", "beta", "mean", "var")
+    _same_dtype("nn.batch_norm", data=data, **dict(zip(names, params, strict=True)))
+    expect(data.rank >= 1, "nn.batch_norm data must have at least one axis")
+    axis = normalize_axis(attrs["axis"], data.rank)
+    for name, t in zip(names, params, strict=True):
+        _channel_vector(t, name, data.shape[axis], axis)
+    expect(float(attrs["epsilon"]) >= 0, f"epsilon must be non-negative, got {attrs['epsilon']}")
+    return data.with_quant(None)
+
+
+@register_op("nn.batch_norm", infer=_infer_batch_norm, attrs={"axis": 1, "epsilon": 1e-5}, num_inputs=5)
+def batch_norm(
+    ctx: OpContext, data: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray
+) -> np.ndarray:
+    """Inference batch norm: ``(x - mean) / sqrt(var + eps) * gamma + beta`` along ``axis``."""
+    out_dtype = ctx.out_types[0].np_dtype
+    cdt = _compute_dtype(out_dtype)
+    axis = normalize_axis(ctx.attrs["axis"], data.ndim)
+    scale = gamma.astype(cdt) / np.sqrt(var.astype(cdt) + cdt.type(ctx.attrs["epsilon"]))
+    out = data.astype(cdt) - _along(mean.astype(cdt), axis, data.ndim)
+    out *= _along(scale, axis, data.ndim)
+    out += _along(beta.astype(cdt), axis, data.ndim)
+    return _contiguous(out, out_dtype)
+
+
+def _infer_instance_norm(attrs: Mapping[str, Any], data: TensorType, gamma: TensorType, beta: TensorType) -> TensorType:
+    _float(data, "data", "nn.instance_norm")
+    _same_dtype("nn.instance_norm", data=data, gamma=gamma, beta=beta)
+    expect(
+        data.rank >= 3,
+        f"nn.instance_norm needs data of rank >= 3 (batch, channel, spatial...), got shape {list(data.shape)}",
+    )
+    axis = normalize_axis(attrs["axis"], data.rank)
+    expect(axis != 0, "nn.instance_norm axis must be the channel axis, not the batch axis 0")
+    _channel_vector(gamma, "gamma", data.shape[axis], axis)
+    _channel_vector(beta, "beta", data.shape[axis], axis)
+    expect(float(attrs["epsilon"]) >= 0, f"epsilon must be non-negative, got {attrs['epsilon']}")
+    return data.with_quant(None)
+
+
+@register_op("nn.instance_norm", infer=_infer_instance_norm, attrs={"axis": 1, "epsilon": 1e-5}, num_inputs=3)
+def instance_norm(ctx: OpContext, data: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """Normalize each (instance, channel) over the remaining axes, then scale by gamma and shift by beta."""
+    out_dtype = ctx.out_types[0].np_dtype
+    cdt = _compute_dtype(out_dtype)
+    axis = normalize_axis(ctx.attrs["axis"], data.ndim)
+    reduce = tuple(a for a in range(1, data.ndim) if a != axis)
+    x = data.astype(cdt)
+    centered = x - x.mean(axis=reduce, keepdims=True)
+    var = np.mean(np.square(centered), axis=reduce, keepdims=True)
+    scale = _along(gamma.astype(cdt), axis, data.ndim) / np.sqrt(var + cdt.type(ctx.attrs["epsilon"]))
+    centered *= scale
+    centered += _along(beta.astype(cdt), axis, data.ndim)
+    return _contiguous(centered, out_dtype)
+
+
+# --------------------------------------------------------------------------------------
+# pooling
+
+MAX_POOL2D_ATTRS: dict[str, Any] = {
+    "pool_size": REQUIRED,
+    "strides": (1, 1),
+    "dilation": (1, 1),
+    "padding": (0, 0, 0, 0),
+    "layout": "NCHW",
+    "ceil_mode": False,
+}
+AVG_POOL2D_ATTRS: dict[str, Any] = {**MAX_POOL2D_ATTRS, "count_include_pad": False}
+
+
+@dataclass(frozen=True)
+class PoolGeometry:
+    """A 2-D pooling window; ``eb``/``er`` extend the bottom/right padding for ceil_mode's last windows."""
+
+    nchw: bool
+    n: int
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    oh: int
+    ow: int
+    eb: int
+    er: int
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return (self.n, self.c, self.oh, self.ow) if self.nchw else (self.n, self.oh, self.ow, self.c)
+
+
+def _pool_out(size: int, pad_begin: int, pad_end: int, eff: int, stride: int, ceil: bool) -> int:
+    span = size + pad_begin + pad_end - eff
+    if not ceil:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    # as ONNX / PyTorch: a last window starting in the end padding is dropped
+    if (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def pool2d_geometry(attrs: Mapping[str, Any], shape: Sequence[int]) -> PoolGeometry:
+    """Validate the attributes of a 2-D pool and compute its geometry."""
+    layout = _layout(attrs["layout"], DATA_LAYOUTS, "layout")
+    kh, kw = _positive_pair(attrs["pool_size"], "pool_size")
+    sh, sw = _positive_pair(attrs["strides"], "strides")
+    dh, dw = _positive_pair(attrs["dilation"], "dilation")
+    pt, pl, pb, pr = _pad4(attrs["padding"])
+    n, c, h, w = _spatial(shape, layout)
+    eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    expect(
+        max(pt, pb) < eh and max(pl, pr) < ew,
+        f"padding {(pt, pl, pb, pr)} must be smaller than the pooling window extent {eh}x{ew}",
+    )
+    expect(
+        h + pt + pb >= eh and w + pl + pr >= ew,
+        f"pooling window extent {eh}x{ew} is larger than the padded input {h + pt + pb}x{w + pl + pr}",
+    )
+    ceil = bool(attrs["ceil_mode"])
+    oh, ow = _pool_out(h, pt, pb, eh, sh, ceil), _pool_out(w, pl, pr, ew, sw, ceil)
+    eb = max(0, (oh - 1) * sh + eh - (h + pt + pb))
+    er = max(0, (ow - 1) * sw + ew - (w + pl + pr))
+    return PoolGeometry(layout == "NCHW", n, c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow, eb, er)
+
+
+def _infer_pool2d(attrs: Mapping[str, Any], data: TensorType) -> TensorType:
+    expect(data.dtype != "bool", "pooling takes float or integer tensors, got bool")
+    g = pool2d_geometry(attrs, data.shape)
+    return data.with_shape(g.out_shape)
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    """The value padding takes in a max pool: it never wins."""
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _window_taps(g: PoolGeometry, xp: np.ndarray) -> Iterator[np.ndarray]:
+    for r in range(g.kh):
+        for q in range(g.kw):
+            yield _tap(xp, g.nchw, r * g.dh, q * g.dw, g.sh, g.sw, g.oh, g.ow)
+
+
+@register_op("nn.max_pool2d", infer=_infer_pool2d, attrs=MAX_POOL2D_ATTRS)
+def max_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
+    """2-D max pooling; padding never wins (−inf, or the dtype's minimum for integers)."""
+    g = pool2d_geometry(ctx.attrs, data.shape)
+    dtype = ctx.out_types[0].np_dtype
+    xp = _pad_spatial(data, g.nchw, (g.pt, g.pl, g.pb + g.eb, g.pr + g.er), dtype, _lowest(dtype))
+    taps = _window_taps(g, xp)
+    out = np.array(next(taps), dtype=dtype, order="C")
+    for view in taps:
+        np.maximum(out, view, out=out)
+    return out
+
+
+def _window_counts(
+    size: int, pad_begin: int, pad_end: int, k: int, d: int, s: int, out: int, include_pad: bool
+) -> np.ndarray:
+    """Per output position along one axis, how many window taps count towards the average."""
+    pos = np.arange(out)[:, None] * s + np.arange(k)[None, :] * d  # in padded coordinates
+    lo, hi = (0, size + pad_begin + pad_end) if include_pad else (pad_begin, pad_begin + size)
+    return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+def _divide_round_away(total: np.ndarray, count: Any) -> np.ndarray:
+    """Integer ``total / count`` rounded half away from zero (``count`` > 0)."""
+    count = np.asarray(count, dtype=np.int64)
+    q = (2 * np.abs(total) + count) // (2 * count)
+    return np.where(total < 0, -q, q)
+
+
+@register_op("nn.avg_pool2d", infer=_infer_pool2d, attrs=AVG_POOL2D_ATTRS)
+def avg_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
+    """2-D average pooling; integers sum in int64 and divide rounding half away from zero."""
+    g = pool2d_geometry(ctx.attrs, data.shape)
+    dtype = ctx.out_types[0].np_dtype
+    acc = _compute_dtype(dtype)
+    xp = _pad_spatial(data, g.nchw, (g.pt, g.pl, g.pb + g.eb, g.pr + g.er), acc, 0)
+    taps = _window_taps(g, xp)
+    total = np.array(next(taps), dtype=acc, order="C")
+    for view in taps:
+        total += view
+    include = bool(ctx.attrs["count_include_pad"])
+    ch = _window_counts(g.h, g.pt, g.pb, g.kh, g.dh, g.sh, g.oh, include)
+    cw = _window_counts(g.w, g.pl, g.pr, g.kw, g.dw, g.sw, g.ow, include)
+    # a window lying wholly in the padding (possible with dilation) averages nothing: 0
+    count = np.maximum(np.outer(ch, cw), 1)
+    if not g.nchw:
+        count = count[:, :, None]
+    if acc.kind == "f":
+        total /= count.astype(acc)
+        return _contiguous(total, dtype)
+    return _contiguous(_divide_round_away(total, count), dtype)
+
+
+def _infer_global_pool(attrs: Mapping[str, Any], data: TensorType) -> TensorType:
+    expect(data.dtype != "bool", "pooling takes float or integer tensors, got bool")
+    layout = _layout(attrs["layout"], DATA_LAYOUTS, "layout")
+    n, c, h, w = _spatial(data.shape, layout)
+    expect(h * w > 0, f"global pooling of an empty {h}x{w} spatial extent")
+    return data.with_shape((n, c, 1, 1) if layout == "NCHW" else (n, 1, 1, c))
+
+
+def _hw_axes(layout: str) -> tuple[int, int]:
+    return (2, 3) if layout == "NCHW" else (1, 2)
+
+
+@register_op("nn.global_max_pool2d", infer=_infer_global_pool, attrs={"layout": "NCHW"})
+def global_max_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
+    """Maximum over H and W, keeping them as size-1 axes."""
+    return _contiguous(data.max(axis=_hw_axes(ctx.attrs["layout"]), keepdims=True), ctx.out_types[0].np_dtype)
+
+
+@register_op("nn.global_avg_pool2d", infer=_infer_global_pool, attrs={"layout": "NCHW"})
+def global_avg_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
+    """Mean over H and W, keeping them as size-1 axes; integers round half away from zero."""
+    axes = _hw_axes(ctx.attrs["layout"])
+    dtype = ctx.out_types[0].np_dtype
+    acc = _compute_dtype(dtype)
+    if acc.kind == "f":
+        return _contiguous(data.mean(axis=axes, dtype=acc, keepdims=True), dtype)
+    total = data.sum(axis=axes, dtype=acc, keepdims=True)
+    return _contiguous(_divide_round_away(total, data.shape[axes[0]] * data.shape[axes[1]]), dtype)
+
+
+# --------------------------------------------------------------------------------------
+# nn.pad
+
+
+def pad_pairs(pad_width: Any, rank: int) -> tuple[tuple[int, int], ...]:
+    """``pad_width`` as one (before, after) pair per axis; flattened means (b0, a0, b1, a1, ...)."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+    expect(isinstance(pad_width, (tuple, list)), f"pad_width must be a tuple, got {pad_width!r}")
+    if all(isinstance(p, (tuple, list)) and len(p) == 2 and all(is_int(v) for v in p) for p in pad_width):
+        pairs = tuple((int(b), int(a)) for b, a in pad_width)
+    elif all(is_int(v) for v in pad_width) and len(pad_width) % 2 == 0:
+        flat = [int(v) for v in pad_width]
+        pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))
+    else:
+        pairs = ()
+        expect(False, f"pad_width must be (before, after) pairs, nested or flattened, got {pad_width!r}")
+    expect(len(pairs) == rank, f"pad_width has {len(pairs)} (before, after) pairs for data of rank {rank}")
+    expect(all(b >= 0 and a >= 0 for b, a in pairs), f"pad_width must be non-negative, got {pairs}")
+    return pairs
+
+
+def _infer_pad(attrs: Mapping[str, Any], data: TensorType) -> TensorType:
+    pairs = pad_pairs(attrs["pad_width"], data.rank)
+    mode = attrs["pad_mode"]
+    expect(mode in ("constant", "edge", "reflect"), f"pad_mode {mode!r} is not supported (use constant, edge, reflect)")
+    if mode == "constant":
+        value = attrs["pad_value"]
+        expect(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            f"pad_value must be a number, got {value!r}",
+        )
+        dt = data.np_dtype
+        if dt.kind in "iub":
+            lo, hi = (0, 1) if dt.kind == "b" else (np.iinfo(dt).min, np.iinfo(dt).max)
+            expect(
+                float(value).is_integer() and lo <= value <= hi,
+                f"pad_value {value!r} is not representable in {data.dtype} (an integer in [{lo}, {hi}])",
+            )
+    for axis, ((b, a), size) in enumerate(zip(pairs, data.shape, strict=True)):
+        if mode == "edge" and (b or a):
+            expect(size > 0, f"edge padding of the empty axis {axis}")
+        if mode == "reflect" and (b or a):
+            expect(max(b, a) < size, f"reflect padding {(b, a)} of axis {axis} must be smaller than its size {size}")
+    return data.with_shape(tuple(s + b + a for s, (b, a) in zip(data.shape, pairs, strict=True)))
+
+
+@register_op("nn.pad", infer=_infer_pad, attrs={"pad_width": REQUIRED, "pad_mode": "constant", "pad_value": 0.0})
+def pad(ctx: OpContext, data: np.ndarray) -> np.ndarray:
+    """numpy ``pad`` with mode constant (``pad_value``), edge or reflect."""
+    pairs = pad_pairs(ctx.attrs["pad_width"], data.ndim)
+    mode = ctx.attrs["pad_mode"]
+    dtype = ctx.out_types[0].np_dtype
+    if mode == "constant":
+        value = np.array(ctx.attrs["pad_value"]).astype(dtype)
+        return _contiguous(np.pad(data, pairs, mode="constant", constant_values=value), dtype)
+    return _contiguous(np.pad(data, pairs, mode=mode), dtype)

@@ -63,9 +63,7 @@ class _Builder:
         self.nodes.append(helper.make_node(op, list(inputs), [out], name=name, **attrs))
         return out
 
-    def conv(
-        self, x: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1, bias: bool = False
-    ) -> str:
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1, bias: bool = False) -> str:
         """Conv with He-normal weights (std = sqrt(2 / fan_in)), 'same'-style padding k // 2."""
         fan_in = cin // group * k * k
         w = self.rng.normal(0.0, np.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(np.float32)
@@ -75,7 +73,13 @@ class _Builder:
             inputs.append(self._init(f"{base}.bias", self.rng.normal(0.0, 0.05, size=cout).astype(np.float32)))
         p = k // 2
         return self.node(
-            "Conv", inputs, dilations=[1, 1], group=group, kernel_shape=[k, k], pads=[p, p, p, p], strides=[stride, stride]
+            "Conv",
+            inputs,
+            dilations=[1, 1],
+            group=group,
+            kernel_shape=[k, k],
+            pads=[p, p, p, p],
+            strides=[stride, stride],
         )
 
     def bn(self, x: str, c: int, gain: float = 1.0) -> str:
@@ -205,7 +209,15 @@ def resnet50(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -
 
 
 # (expansion t, output channels c, repeats n, first stride s), as in the MobileNetV2 paper.
-_MBV2_SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+_MBV2_SETTINGS = [
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+]
 
 
 def mobilenet_v2(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:

@@ -1,0 +1,2040 @@
+"""ONNX → IR.
+
+:func:`import_model` parses an ONNX model (path, bytes or ``onnx.ModelProto``)
+and builds an :class:`accel.ir.Graph` with static shapes:
+
+- the model is refused with a one-line :class:`ModelError` when it is not a
+  valid ModelProto (empty, truncated, garbage, no graph, no opset);
+- external tensor data is loaded by :mod:`accel.frontend.external_data`,
+  confined to the model's folder;
+- initializers become constants; symbolic input dimensions come from
+  ``input_shapes`` (an unknown leading batch dimension defaults to 1);
+- each ONNX node maps to one or a few IR ops (see ``docs/ops.md``). Shape
+  computations whose inputs are all constant (Shape → Gather → Concat →
+  Reshape ...) are evaluated at import, so the graph only keeps the work that
+  depends on run-time data. A ``DequantizeLinear`` of a constant stays a
+  ``qnn.dequantize`` node on a quantized constant, so a later pass can turn
+  DQ → op → Q groups into qnn ops;
+- an op or a feature accel cannot express is refused with
+  :class:`UnsupportedOpError` naming the op, its domain, the opset and the node.
+
+Value names are the ONNX tensor names; values created by a decomposition are
+named after the ONNX tensor they help compute (``y/reshape``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
+
+from accel.errors import AccelError, ExternalDataError, GraphError, ModelError, UnsupportedOpError
+from accel.frontend.external_data import load_external_data
+from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value
+from accel.ops.registry import OpContext, get_op, infer_node_types
+
+__all__ = [
+    "FOLD_ONLY_OPS",
+    "MAX_OPSET",
+    "MIN_OPSET",
+    "SUPPORTED_OPS",
+    "ConstantOperandRequired",
+    "import_model",
+    "load_model_proto",
+]
+
+#: Oldest and newest opset of the default ONNX domain the frontend knows.
+MIN_OPSET = 7
+MAX_OPSET = 28
+
+_ONNX_DTYPES: dict[int, str] = {
+    TensorProto.FLOAT: "float32",
+    TensorProto.DOUBLE: "float64",
+    TensorProto.FLOAT16: "float16",
+    TensorProto.INT8: "int8",
+    TensorProto.UINT8: "uint8",
+    TensorProto.INT16: "int16",
+    TensorProto.UINT16: "uint16",
+    TensorProto.INT32: "int32",
+    TensorProto.UINT32: "uint32",
+    TensorProto.INT64: "int64",
+    TensorProto.UINT64: "uint64",
+    TensorProto.BOOL: "bool",
+}
+_FLOATS = ("float16", "float32", "float64")
+
+
+class ConstantOperandRequired(UnsupportedOpError):
+    """An operand that fixes a shape or a parameter (a Reshape's shape, a Resize's
+    sizes, quantization scales ...) is computed at run time; the IR is static.
+
+    ``tensor`` is the ONNX name of that operand, so a caller that knows its
+    value (e.g. a test harness) can bind it as an initializer and retry.
+    """
+
+    def __init__(self, message: str, tensor: str):
+        super().__init__(message)
+        self.tensor = tensor
+
+
+# ---------------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------------
+
+
+def _parse(data: bytes, what: str) -> ModelProto:
+    if len(data) == 0:
+        raise ModelError(f"{what} is empty: not an ONNX model")
+    proto = ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as exc:  # protobuf raises DecodeError or RuntimeError by backend
+        raise ModelError(f"{what} is not a valid ONNX model (truncated or corrupt protobuf: {exc})") from None
+    return proto
+
+
+def load_model_proto(
+    model: str | os.PathLike[str] | bytes | bytearray | memoryview | ModelProto,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> ModelProto:
+    """Parse and check the container; inline external data. Returns a private copy."""
+    if isinstance(model, ModelProto):
+        proto = ModelProto()
+        proto.CopyFrom(model)
+        what = "the ModelProto"
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(model), "the model bytes")
+        what = "the model bytes"
+    elif isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        what = f"{str(path)!r}"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ModelError(f"model file {what} does not exist") from None
+        except IsADirectoryError:
+            raise ModelError(f"model path {what} is a folder, not an ONNX file") from None
+        except OSError as exc:
+            raise ModelError(f"cannot read model file {what}: {exc.strerror or exc}") from None
+        proto = _parse(data, f"model file {what}")
+        if base_dir is None:
+            base_dir = path.resolve().parent
+    else:
+        raise ModelError(f"cannot import a {type(model).__name__}: pass a path, bytes or an onnx.ModelProto")
+
+    if not proto.HasField("graph"):
+        raise ModelError(f"{what} has no graph: not an ONNX model, or a truncated one")
+    if proto.ir_version <= 0:
+        raise ModelError(f"{what} has no ir_version: not an ONNX model, or a corrupt one")
+    if not any(op.domain in ("", "ai.onnx") for op in proto.opset_import):
+        raise ModelError(f"{what} imports no opset of the default ONNX domain (truncated or corrupt model?)")
+    load_external_data(proto, base_dir)
+    return proto
+
+
+# ---------------------------------------------------------------------------------
+# attribute access
+# ---------------------------------------------------------------------------------
+
+
+class _Attrs:
+    """A node's attributes by name, decoded (strings as str)."""
+
+    def __init__(self, node: NodeProto, label: str):
+        self.label = label
+        self._by_name: dict[str, AttributeProto] = {}
+        for attr in node.attribute:
+            if attr.name in self._by_name:
+                raise ModelError(f"node {label}: attribute {attr.name!r} is given twice")
+            self._by_name[attr.name] = attr
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str, default: Any = None) -> Any:
+        attr = self._by_name.get(name)
+        if attr is None:
+            return default
+        if attr.ref_attr_name:
+            raise UnsupportedOpError(f"node {self.label}: attribute {name!r} refers to a function attribute")
+        value = onnx.helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        if isinstance(value, list) and value and isinstance(value[0], bytes):
+            return [v.decode("utf-8", "replace") for v in value]
+        return value
+
+    def int(self, name: str, default: int | None = None) -> int:
+        v = self.get(name, default)
+        if not isinstance(v, (int, np.integer)):
+            raise ModelError(f"node {self.label}: attribute {name!r} must be an integer, got {v!r}")
+        return int(v)
+
+    def float(self, name: str, default: float | None = None) -> float:
+        v = self.get(name, default)
+        if not isinstance(v, (int, float, np.number)):
+            raise ModelError(f"node {self.label}: attribute {name!r} must be a number, got {v!r}")
+        return float(v)
+
+    def ints(self, name: str, default: Sequence[int] | None = None) -> list[int] | None:
+        v = self.get(name, None)
+        if v is None:
+            return None if default is None else list(default)
+        if not isinstance(v, (list, tuple)) or not all(isinstance(i, (int, np.integer)) for i in v):
+            raise ModelError(f"node {self.label}: attribute {name!r} must be a list of integers, got {v!r}")
+        return [int(i) for i in v]
+
+    def str(self, name: str, default: str | None = None) -> str:
+        v = self.get(name, default)
+        if not isinstance(v, str):
+            raise ModelError(f"node {self.label}: attribute {name!r} must be a string, got {v!r}")
+        return v
+
+
+# ---------------------------------------------------------------------------------
+# the importer
+# ---------------------------------------------------------------------------------
+
+Handler = Callable[["_Importer", NodeProto, _Attrs, list], list]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _op(*names: str) -> Callable[[Handler], Handler]:
+    def deco(fn: Handler) -> Handler:
+        for n in names:
+            _HANDLERS[n] = fn
+        return fn
+
+    return deco
+
+
+def _dtype(elem_type: int, what: str) -> str:
+    name = _ONNX_DTYPES.get(elem_type)
+    if name is not None:
+        return name
+    if elem_type == TensorProto.UNDEFINED:
+        raise ModelError(f"{what} has no element type")
+    try:
+        onnx_name = TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        raise ModelError(f"{what} has an unknown element type {elem_type}") from None
+    raise UnsupportedOpError(
+        f"{what} has dtype {onnx_name.lower()}, which accel does not support "
+        f"(supported: {', '.join(sorted(set(_ONNX_DTYPES.values())))})"
+    )
+
+
+def _onnx_dtype_of(np_name: str) -> int:
+    for k, v in _ONNX_DTYPES.items():
+        if v == np_name:
+            return k
+    raise GraphError(f"dtype {np_name} has no ONNX equivalent")
+
+
+def _prod(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+class _Importer:
+    """One import: ONNX names → IR values, nodes appended in topological order."""
+
+    def __init__(self, proto: ModelProto, input_shapes: dict[str, Sequence[int]] | None):
+        self.proto = proto
+        self.g = proto.graph
+        self.opsets: dict[str, int] = {}
+        for imp in proto.opset_import:
+            domain = "" if imp.domain in ("", "ai.onnx") else imp.domain
+            self.opsets[domain] = int(imp.version)
+        self.opset = self.opsets[""]
+        if self.opset < MIN_OPSET:
+            raise ModelError(
+                f"the model uses opset {self.opset} of the default ONNX domain; accel supports opsets "
+                f"{MIN_OPSET} to {MAX_OPSET}: upgrade it with onnx.version_converter.convert_version(model, 17)"
+            )
+        if self.opset > MAX_OPSET:
+            raise UnsupportedOpError(
+                f"the model uses opset {self.opset} of the default ONNX domain, newer than the newest "
+                f"accel knows ({MAX_OPSET})"
+            )
+        self.input_shapes = dict(input_shapes or {})
+        self.env: dict[str, Value] = {}
+        self.nodes: list[Node] = []
+        self.reserved: set[str] = set()
+        self.taken: set[str] = set()
+        self.node_names: set[str] = set()
+        self.used: set[int] = set()
+        self.label = ""
+        self.hint = "v"
+        self.node_name = ""
+
+    # -- names ---------------------------------------------------------------------
+    def _fresh(self, hint: str) -> str:
+        hint = hint or "v"
+        name, i = hint, 0
+        while name in self.taken or name in self.reserved:
+            i += 1
+            name = f"{hint}_{i}"
+        self.taken.add(name)
+        return name
+
+    def _value_name(self, onnx_name: str | None, hint: str) -> str:
+        if onnx_name and onnx_name not in self.taken:
+            self.taken.add(onnx_name)
+            return onnx_name
+        return self._fresh(hint)
+
+    def _fresh_node(self, hint: str) -> str:
+        hint = hint or "node"
+        name, i = hint, 0
+        while name in self.node_names:
+            i += 1
+            name = f"{hint}_{i}"
+        self.node_names.add(name)
+        return name
+
+    # -- values --------------------------------------------------------------------
+    def const(self, data: Any, hint: str | None = None, *, out: str | None = None, quant: QuantParams | None = None) -> Value:
+        """A constant value (named ``out`` when that ONNX name is free)."""
+        arr = _frozen(data)
+        try:
+            return Value(self._value_name(out, hint or f"{self.hint}/const"), TensorType.of(arr, quant), None, arr)
+        except GraphError as exc:
+            raise ModelError(f"node {self.label}: {exc}") from None
+
+    def scalar(self, value: Any, dtype: str) -> Value:
+        return self.const(np.array(value, dtype=dtype), f"{self.hint}/scalar")
+
+    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *, out: str | None = None) -> Value:
+        """Append one IR node with one output (constant inputs fold at once)."""
+        return self.emit_multi(op, inputs, attrs, outs=[out])[0]
+
+    def emit_multi(
+        self,
+        op: str,
+        inputs: Sequence[Value],
+        attrs: dict[str, Any] | None = None,
+        *,
+        outs: Sequence[str | None] | None = None,
+    ) -> list[Value]:
+        node_label = self.node_name or op
+        full, types = infer_node_types(op, [v.type for v in inputs], attrs, node=node_label)
+        outs = list(outs or [])
+        outs += [None] * (len(types) - len(outs))
+        if inputs and all(v.const is not None for v in inputs) and op not in _NO_FOLD:
+            arrays = self._fold(op, full, inputs, types)
+            return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs)]
+        short = op.rsplit(".", 1)[-1]
+        names = [self._value_name(o, f"{self.hint}/{short}") for o in outs]
+        node = Node(op, inputs, full, types, name=self._fresh_node(self.node_name or short), output_names=names)
+        self.nodes.append(node)
+        self.used.update(id(v) for v in inputs)
+        return node.outputs
+
+    def _fold(self, op: str, attrs: Any, inputs: Sequence[Value], types: Sequence[TensorType]) -> list[np.ndarray]:
+        """Evaluate an op on constants with its reference kernel."""
+        arrays = [v.const for v in inputs]
+        ctx = OpContext(op, attrs, tuple(v.type for v in inputs), tuple(types), tuple(arrays), self.node_name)
+        try:
+            with np.errstate(all="ignore"):
+                out = get_op(op).bind(ctx)(*arrays)
+        except AccelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"node {self.label}: evaluating {op} on constants failed: {exc}") from None
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        for a, t in zip(outs, types):
+            if tuple(a.shape) != t.shape or a.dtype.name != t.dtype:
+                raise GraphError(f"node {self.label}: kernel of {op} returned {a.dtype.name}{list(a.shape)}, typed {t}")
+        return [np.asarray(a) for a in outs]
+
+    # -- small builders ------------------------------------------------------------
+    def reshape(self, v: Value, shape: Sequence[int], *, out: str | None = None) -> Value:
+        shape = tuple(int(d) for d in shape)
+        if shape == v.type.shape:
+            return _rename(self, v, out) if out else v
+        return self.emit("reshape", [v], {"newshape": shape}, out=out)
+
+    def transpose(self, v: Value, axes: Sequence[int], *, out: str | None = None) -> Value:
+        return self.emit("transpose", [v], {"axes": tuple(int(a) for a in axes)}, out=out)
+
+    def concat(self, values: Sequence[Value], axis: int, *, out: str | None = None) -> Value:
+        if len(values) == 1 and out is None:
+            return values[0]
+        return self.emit("concatenate", list(values), {"axis": axis}, out=out)
+
+    def slice_axis(self, v: Value, axis: int, start: int, end: int) -> Value:
+        """``v[..., start:end, ...]`` on one axis (step 1) through ``split``."""
+        dim = v.type.shape[axis]
+        if start == 0 and end == dim:
+            return v
+        if v.const is not None:
+            index = [slice(None)] * v.type.rank
+            index[axis] = slice(start, end)
+            return self.const(v.const[tuple(index)], quant=v.type.quant)
+        points = tuple(p for p, keep in ((start, start > 0), (end, end < dim)) if keep)
+        parts = self.emit_multi("split", [v], {"indices_or_sections": points, "axis": axis})
+        return parts[1] if start > 0 else parts[0]
+
+    def repeat(self, v: Value, times: int, axis: int) -> Value:
+        """``v`` concatenated ``times`` times along ``axis`` in O(log times) nodes."""
+        result: Value | None = None
+        power = v
+        while times:
+            if times & 1:
+                result = power if result is None else self.concat([result, power], axis)
+            times >>= 1
+            if times:
+                power = self.concat([power, power], axis)
+        assert result is not None
+        return result
+
+    def broadcast_to(self, v: Value, shape: Sequence[int]) -> Value:
+        """numpy ``broadcast_to`` for run-time data: reshape then repeat (exact, any dtype)."""
+        shape = tuple(shape)
+        if v.type.shape == shape:
+            return v
+        if v.const is not None:
+            return self.const(np.broadcast_to(v.const, shape).copy())
+        cur = self.reshape(v, (1,) * (len(shape) - v.type.rank) + v.type.shape)
+        for axis, (d, t) in enumerate(zip(cur.type.shape, shape)):
+            if d != t:
+                if d != 1:
+                    raise ModelError(f"node {self.label}: cannot broadcast {list(v.type.shape)} to {list(shape)}")
+                if t == 0:
+                    raise UnsupportedOpError(f"node {self.label}: broadcasting to an empty axis is not supported")
+                cur = self.repeat(cur, t, axis)
+        return cur
+
+    # -- operand access ------------------------------------------------------------
+    def need(self, node: NodeProto, ins: list, i: int, what: str) -> Value:
+        v = ins[i] if i < len(ins) else None
+        if v is None:
+            raise ModelError(f"node {self.label}: {node.op_type} needs input #{i} ({what})")
+        return v
+
+    def const_input(self, node: NodeProto, ins: list, i: int, what: str) -> np.ndarray | None:
+        """The constant value of optional input ``i`` (None when absent)."""
+        v = ins[i] if i < len(ins) else None
+        if v is None:
+            return None
+        if v.const is None:
+            raise ConstantOperandRequired(
+                f"node {self.label}: {node.op_type}'s {what} {node.input[i]!r} is computed at run time; "
+                "accel needs it constant (an initializer, or a computation that folds at import)",
+                node.input[i],
+            )
+        return v.const
+
+    def unsupported(self, node: NodeProto, why: str) -> UnsupportedOpError:
+        return UnsupportedOpError(f"{node.op_type} at node {self.label}: {why}")
+
+    # -- graph-level ---------------------------------------------------------------
+    def tensor_array(self, t: TensorProto, what: str) -> np.ndarray:
+        dtype = _dtype(t.data_type, what)
+        dims = [int(d) for d in t.dims]
+        if any(d < 0 for d in dims):
+            raise ModelError(f"{what} has a negative dimension in {dims}")
+        if _prod(dims) > MAX_ELEMENTS:
+            raise ModelError(f"{what} has {_prod(dims)} elements, more than the limit 2**40")
+        if t.data_location == TensorProto.EXTERNAL:
+            raise ExternalDataError(f"{what} keeps its data in an external file that was not loaded")
+        try:
+            arr = numpy_helper.to_array(t)
+        except Exception as exc:
+            raise ModelError(f"{what}: its data does not match its type and shape ({exc})") from None
+        arr = np.asarray(arr)
+        if arr.dtype.name != dtype or tuple(arr.shape) != tuple(dims):
+            raise ModelError(f"{what}: decoded {arr.dtype.name}{list(arr.shape)}, declared {dtype}{dims}")
+        return arr
+
+    def sparse_array(self, sp: onnx.SparseTensorProto, what: str) -> np.ndarray:
+        values = self.tensor_array(sp.values, f"{what} (values)")
+        indices = self.tensor_array(sp.indices, f"{what} (indices)").astype(np.int64)
+        dims = tuple(int(d) for d in sp.dims)
+        if any(d < 0 for d in dims) or _prod(dims) > MAX_ELEMENTS:
+            raise ModelError(f"{what}: bad dense shape {list(dims)}")
+        dense = np.zeros(dims, dtype=values.dtype)
+        n = values.size
+        try:
+            if indices.ndim == 1 and indices.size == n:
+                dense.reshape(-1)[indices] = values.reshape(-1)
+            elif indices.ndim == 2 and indices.shape == (n, len(dims)):
+                dense[tuple(indices.T)] = values.reshape(-1)
+            else:
+                raise IndexError(f"indices of shape {list(indices.shape)} for {n} values")
+        except IndexError as exc:
+            raise ModelError(f"{what}: bad sparse indices ({exc})") from None
+        return dense
+
+    def make_input(self, vi: onnx.ValueInfoProto) -> Value:
+        name = vi.name
+        what = f"input {name!r}"
+        if not vi.type.HasField("tensor_type"):
+            kind = vi.type.WhichOneof("value") or "value without a type"
+            raise UnsupportedOpError(f"{what} is a {kind.replace('_type', '')}; accel supports tensor inputs only")
+        tt = vi.type.tensor_type
+        dtype = _dtype(tt.elem_type, what)
+        override = self.input_shapes.get(name)
+        hint = f"pass input_shapes={{{name!r}: (...)}} to import_onnx"
+        if override is not None:
+            try:
+                shape = [int(d) for d in override]
+            except (TypeError, ValueError):
+                raise ModelError(f"input_shapes[{name!r}] must be a tuple of integers, got {override!r}") from None
+            if any(d < 0 for d in shape):
+                raise ModelError(f"input_shapes[{name!r}] = {shape} has a negative dimension")
+            if tt.HasField("shape"):
+                dims = list(tt.shape.dim)
+                if len(dims) != len(shape):
+                    raise ModelError(f"input_shapes[{name!r}] has rank {len(shape)} but {what} has rank {len(dims)}")
+                for i, (d, s) in enumerate(zip(dims, shape)):
+                    if d.HasField("dim_value") and d.dim_value != s:
+                        raise ModelError(
+                            f"input_shapes[{name!r}] = {shape} disagrees with the model's dimension {d.dim_value} at axis {i}"
+                        )
+        else:
+            if not tt.HasField("shape"):
+                raise ModelError(f"{what} has no shape (unknown rank): {hint}")
+            shape = []
+            for i, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value"):
+                    if d.dim_value < 0:
+                        raise ModelError(f"{what} has a negative dimension {d.dim_value} at axis {i}")
+                    shape.append(int(d.dim_value))
+                elif i == 0:
+                    shape.append(1)  # an unknown leading (batch) dimension
+                else:
+                    sym = d.dim_param or "?"
+                    raise ModelError(f"{what} has an unknown dimension {sym!r} at axis {i}: {hint}")
+        if any(d > MAX_ELEMENTS for d in shape):
+            raise ModelError(f"{what} has shape {shape}, beyond the limit of 2**40 elements")
+        try:
+            t = TensorType(tuple(shape), dtype)
+        except GraphError as exc:
+            raise ModelError(f"{what}: {exc}") from None
+        return Value(self._value_name(name, name), t)
+
+    def toposort(self) -> list[NodeProto]:
+        """ONNX nodes in a stable topological order; GraphError on duplicates or a cycle."""
+        g = self.g
+        defined: set[str] = set()
+        for kind, names in (("input", [v.name for v in g.input]), ("initializer", [t.name for t in g.initializer])):
+            seen: set[str] = set()
+            for n in names:
+                if n in seen:
+                    raise GraphError(f"{kind} name {n!r} appears twice in the ONNX graph")
+                seen.add(n)
+            defined.update(names)
+        defined.update(sp.values.name for sp in g.sparse_initializer)
+        producers: dict[str, int] = {}
+        nodes = list(g.node)
+        for i, node in enumerate(nodes):
+            for o in node.output:
+                if not o:
+                    continue
+                if o in producers:
+                    other = nodes[producers[o]]
+                    raise GraphError(
+                        f"tensor {o!r} is produced twice (nodes {_label(other, producers[o])} and {_label(node, i)})"
+                    )
+                if o in defined:
+                    raise GraphError(f"node {_label(node, i)} writes {o!r}, which is also a graph input or initializer")
+                producers[o] = i
+        deps: list[set[int]] = []
+        for i, node in enumerate(nodes):
+            d: set[int] = set()
+            for name in node.input:
+                if not name:
+                    continue
+                if name in producers:
+                    d.add(producers[name])
+                elif name not in defined:
+                    raise ModelError(
+                        f"node {_label(node, i)} reads {name!r}, which no node, graph input or initializer defines"
+                    )
+            deps.append(d)
+        import heapq
+
+        indegree = [len(d) for d in deps]
+        consumers: list[list[int]] = [[] for _ in nodes]
+        for i, d in enumerate(deps):
+            for j in d:
+                consumers[j].append(i)
+        ready = [i for i, n in enumerate(indegree) if n == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for c in consumers[i]:
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    heapq.heappush(ready, c)
+        if len(order) != len(nodes):
+            stuck = next(i for i, n in enumerate(indegree) if n > 0)
+            raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
+        return [nodes[i] for i in order]
+
+    def run(self) -> Graph:
+        g = self.g
+        for name in [v.name for v in g.input] + [t.name for t in g.initializer] + [v.name for v in g.output]:
+            self.reserved.add(name)
+        for node in g.node:
+            self.reserved.update(n for n in node.input if n)
+            self.reserved.update(n for n in node.output if n)
+        order = self.toposort()
+
+        init_names = {t.name for t in g.initializer}
+        for t in g.initializer:
+            arr = self.tensor_array(t, f"initializer {t.name!r}")
+            self.env[t.name] = Value(self._value_name(t.name, t.name), TensorType.of(arr), None, _frozen(arr))
+        for sp in g.sparse_initializer:
+            name = sp.values.name
+            if name in self.env:
+                raise GraphError(f"initializer name {name!r} appears twice in the ONNX graph")
+            arr = _frozen(self.sparse_array(sp, f"initializer {name!r}"))
+            self.env[name] = Value(self._value_name(name, name), TensorType.of(arr), None, arr)
+
+        model_inputs = [v.name for v in g.input if v.name not in init_names]
+        unknown = sorted(set(self.input_shapes) - set(model_inputs))
+        if unknown:
+            raise ModelError(
+                f"input_shapes names {', '.join(map(repr, unknown))}, not an input of the model "
+                f"(inputs: {', '.join(model_inputs) or 'none'})"
+            )
+        inputs = []
+        for vi in g.input:
+            if vi.name in init_names:
+                continue  # an initializer listed as input: frozen as a constant
+            v = self.make_input(vi)
+            self.env[vi.name] = v
+            inputs.append(v)
+
+        for index, node in enumerate(order):
+            self.convert(node, index)
+
+        outputs = self.bind_outputs()
+        graph = Graph(inputs, outputs, self.nodes, name="main")
+        graph.lint()
+        return graph
+
+    def convert(self, node: NodeProto, index: int) -> None:
+        self.label = _label(node, index)
+        self.node_name = self._fresh_node(node.name or f"{node.op_type}_{index}")
+        self.node_names.discard(self.node_name)  # the first IR node of this ONNX node takes it
+        self.hint = next((o for o in node.output if o), node.name or node.op_type)
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        handler = _HANDLERS.get(node.op_type) if domain == "" else None
+        if handler is None:
+            shown = domain or "ai.onnx"
+            version = self.opsets.get(domain)
+            raise UnsupportedOpError(
+                f"unsupported op {node.op_type!r} (domain {shown!r}, opset {version if version is not None else '?'}) "
+                f"at node {self.label}; supported: {', '.join(SUPPORTED_OPS)}"
+            )
+        ins = [self.env[n] if n else None for n in node.input]
+        attrs = _Attrs(node, self.label)
+        outs = handler(self, node, attrs, ins)
+        for i, name in enumerate(node.output):
+            if not name:
+                continue
+            v = outs[i] if i < len(outs) else None
+            if v is None:
+                raise UnsupportedOpError(f"{node.op_type} at node {self.label}: output #{i} ({name!r}) is not supported")
+            self.env[name] = v
+
+    def bind_outputs(self) -> list[Value]:
+        """Graph outputs named as in ONNX: rename an aliased value, or copy when it must keep its name."""
+        onnx_outputs = [v.name for v in self.g.output]
+        if len(set(onnx_outputs)) != len(onnx_outputs):
+            dup = next(n for n in onnx_outputs if onnx_outputs.count(n) > 1)
+            raise GraphError(f"graph output {dup!r} is listed twice")
+        if not onnx_outputs:
+            raise ModelError("the ONNX graph has no outputs")
+        outputs: list[Value] = []
+        keep = set(onnx_outputs)
+        self.node_name, self.label = "", "outputs"
+        for name in onnx_outputs:
+            v = self.env.get(name)
+            if v is None:
+                raise ModelError(f"graph output {name!r} is not produced by any node, input or initializer")
+            if v.name != name:
+                if v.const is not None:
+                    v = self.const(v.const, out=name, quant=v.type.quant)
+                elif v.producer is not None and v.name not in keep and name not in self.taken:
+                    self.taken.add(name)
+                    v.name = name
+                else:
+                    self.hint = name
+                    v = self.emit("reshape", [v], {"newshape": v.type.shape}, out=name)
+            outputs.append(v)
+        return outputs
+
+
+def _frozen(data: Any) -> np.ndarray:
+    """A read-only C-contiguous array of ``data``, 0-d kept 0-d (np.ascontiguousarray would make it 1-d)."""
+    arr = np.asarray(data)
+    if not arr.flags.c_contiguous or arr.base is not None or not arr.flags.owndata:
+        arr = arr.copy(order="C")
+    arr.setflags(write=False)
+    return arr
+
+
+def _label(node: NodeProto, index: int) -> str:
+    if node.name:
+        return repr(node.name)
+    outs = ", ".join(o for o in node.output if o)
+    return f"#{index} ({node.op_type} -> {outs})"
+
+
+# ops that must not fold even when all inputs are constant (see module doc)
+_NO_FOLD = frozenset({"qnn.dequantize"})
+
+
+def import_model(
+    model: str | os.PathLike[str] | bytes | ModelProto,
+    *,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> Graph:
+    """Import an ONNX model as an IR graph (no simplification passes).
+
+    ``input_shapes`` binds the shapes of inputs with symbolic dimensions.
+    ``base_dir`` is the folder external tensor data lives in; it defaults to the
+    model file's folder and is required for bytes/ModelProto models with
+    external data.
+    """
+    proto = load_model_proto(model, base_dir=base_dir)
+    return _Importer(proto, input_shapes).run()
+
+
+# =================================================================================
+# op handlers: handler(cv, node, attrs, inputs) -> outputs (Values, None = absent)
+# =================================================================================
+
+# -- elementwise ----------------------------------------------------------------------
+
+_UNARY = {
+    "Relu": "nn.relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Sqrt": "sqrt",
+    "Erf": "erf",
+    "Exp": "exp",
+    "Abs": "abs",
+    "Neg": "negative",
+}
+
+
+@_op(*_UNARY)
+def _unary(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    return [cv.emit(_UNARY[node.op_type], [x], out=node.output[0])]
+
+
+@_op("LeakyRelu")
+def _leaky_relu(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    return [cv.emit("nn.leaky_relu", [x], {"alpha": a.float("alpha", 0.01)}, out=node.output[0])]
+
+
+@_op("Gelu")
+def _gelu(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    approx = a.str("approximate", "none")
+    if approx not in ("none", "tanh"):
+        raise ModelError(f"node {cv.label}: Gelu approximate={approx!r} must be 'none' or 'tanh'")
+    return [cv.emit("nn.gelu", [x], {"approximate": approx}, out=node.output[0])]
+
+
+def _scalar_like(cv: _Importer, value: float, x: Value) -> Value:
+    return cv.scalar(value, x.type.dtype)
+
+
+@_op("Reciprocal")
+def _reciprocal(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    return [cv.emit("divide", [_scalar_like(cv, 1, x), x], out=node.output[0])]
+
+
+@_op("HardSigmoid", "HardSwish")
+def _hard_sigmoid(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    if node.op_type == "HardSwish":
+        alpha, beta = 1.0 / 6.0, 0.5
+    else:
+        alpha, beta = a.float("alpha", 0.2), a.float("beta", 0.5)
+    t = cv.emit("add", [cv.emit("multiply", [x, _scalar_like(cv, alpha, x)]), _scalar_like(cv, beta, x)])
+    if node.op_type == "HardSigmoid":
+        return [cv.emit("clip", [t], {"a_min": 0.0, "a_max": 1.0}, out=node.output[0])]
+    t = cv.emit("clip", [t], {"a_min": 0.0, "a_max": 1.0})
+    return [cv.emit("multiply", [x, t], out=node.output[0])]
+
+
+@_op("PRelu")
+def _prelu(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # max(x, 0) + slope * min(x, 0): exact for either sign of x.
+    x, slope = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "slope")
+    zero = _scalar_like(cv, 0, x)
+    pos = cv.emit("maximum", [x, zero])
+    neg = cv.emit("multiply", [cv.emit("minimum", [x, zero]), slope])
+    return [cv.emit("add", [pos, neg], out=node.output[0])]
+
+
+@_op("Elu", "Selu", "Celu")
+def _elu(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # relu(x) + alpha * (exp(min(x, 0) / k) - 1): the exp term is 0 for x >= 0.
+    x = cv.need(node, ins, 0, "X")
+    if x.type.dtype not in _FLOATS:
+        raise cv.unsupported(node, f"needs float data, got {x.type.dtype}")
+    if node.op_type == "Selu":
+        alpha, gamma, k = a.float("alpha", 1.67326319217681884765625), a.float("gamma", 1.05070102214813232421875), 1.0
+    elif node.op_type == "Celu":
+        alpha = a.float("alpha", 1.0)
+        gamma, k = 1.0, alpha
+    else:
+        alpha, gamma, k = a.float("alpha", 1.0), 1.0, 1.0
+    zero = _scalar_like(cv, 0, x)
+    neg = cv.emit("minimum", [x, zero])
+    if k != 1.0:
+        neg = cv.emit("divide", [neg, _scalar_like(cv, k, x)])
+    em1 = cv.emit("subtract", [cv.emit("exp", [neg]), _scalar_like(cv, 1, x)])
+    y = cv.emit("add", [cv.emit("nn.relu", [x]), cv.emit("multiply", [em1, _scalar_like(cv, alpha, x)])])
+    if gamma != 1.0:
+        return [cv.emit("multiply", [y, _scalar_like(cv, gamma, x)], out=node.output[0])]
+    return [_rename(cv, y, node.output[0])]
+
+
+@_op("Softsign")
+def _softsign(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    den = cv.emit("add", [cv.emit("abs", [x]), _scalar_like(cv, 1, x)])
+    return [cv.emit("divide", [x, den], out=node.output[0])]
+
+
+def _rename(cv: _Importer, v: Value, name: str) -> Value:
+    """Give an internal value the ONNX name it computes (when that name is still free)."""
+    if v.name != name and name not in cv.taken and v.producer is not None and v.name not in cv.reserved:
+        cv.taken.add(name)
+        v.name = name
+    return v
+
+
+@_op("Clip")
+def _clip(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    out = node.output[0]
+    if cv.opset < 11:
+        lo = a.float("min") if "min" in a else None
+        hi = a.float("max") if "max" in a else None
+        lo_v = hi_v = None
+    else:
+        lo_v = ins[1] if len(ins) > 1 else None
+        hi_v = ins[2] if len(ins) > 2 else None
+        lo = hi = None
+        if lo_v is not None and lo_v.const is not None:
+            lo, lo_v = lo_v.const.item(), None
+        if hi_v is not None and hi_v.const is not None:
+            hi, hi_v = hi_v.const.item(), None
+    is_float = x.type.dtype in _FLOATS
+    conv = float if is_float else int
+    if lo is not None and hi is not None and lo_v is None and hi_v is None:
+        return [cv.emit("clip", [x], {"a_min": conv(lo), "a_max": conv(hi)}, out=out)]
+    y = x
+    # one bound, or run-time bounds: maximum then minimum (ONNX order: min applies first)
+    if lo is not None:
+        y = cv.emit("maximum", [y, cv.scalar(lo, x.type.dtype)])
+    elif lo_v is not None:
+        y = cv.emit("maximum", [y, lo_v])
+    if hi is not None:
+        y = cv.emit("minimum", [y, cv.scalar(hi, x.type.dtype)])
+    elif hi_v is not None:
+        y = cv.emit("minimum", [y, hi_v])
+    return [_rename(cv, y, out)]
+
+
+_BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power"}
+
+
+@_op(*_BINARY)
+def _binary(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x, y = cv.need(node, ins, 0, "A"), cv.need(node, ins, 1, "B")
+    if "broadcast" in a or "axis" in a:
+        raise cv.unsupported(node, "the legacy 'broadcast'/'axis' attributes are not supported")
+    if node.op_type == "Pow" and y.type.dtype != x.type.dtype:
+        # ONNX Pow allows an exponent of another type; compute in the base's type.
+        y = cv.emit("cast", [y], {"dtype": x.type.dtype})
+    return [cv.emit(_BINARY[node.op_type], [x, y], out=node.output[0])]
+
+
+@_op("Max", "Min", "Sum", "Mean")
+def _variadic(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    vals = [v for v in ins if v is not None]
+    if not vals:
+        raise ModelError(f"node {cv.label}: {node.op_type} needs at least one input")
+    op = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[node.op_type]
+    out = node.output[0]
+    acc = vals[0]
+    last = len(vals) - 1
+    for i, v in enumerate(vals[1:], start=1):
+        final = i == last and node.op_type != "Mean"
+        acc = cv.emit(op, [acc, v], out=out if final else None)
+    if node.op_type == "Mean" and len(vals) > 1:
+        acc = cv.emit("divide", [acc, cv.scalar(len(vals), acc.type.dtype)], out=out)
+    return [acc]
+
+
+@_op("Softmax")
+def _softmax(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    rank = x.type.rank
+    if cv.opset >= 13:
+        axis = a.int("axis", -1)
+        return [cv.emit("nn.softmax", [x], {"axis": axis}, out=node.output[0])]
+    # before opset 13: softmax over the flattened trailing axes [axis:]
+    axis = a.int("axis", 1)
+    if not -rank <= axis < max(rank, 1):
+        raise ModelError(f"node {cv.label}: axis {axis} is out of range for rank {rank}")
+    axis %= max(rank, 1)
+    if axis == rank - 1:
+        return [cv.emit("nn.softmax", [x], {"axis": -1}, out=node.output[0])]
+    shape = x.type.shape
+    flat = cv.reshape(x, (_prod(shape[:axis]), _prod(shape[axis:])))
+    y = cv.emit("nn.softmax", [flat], {"axis": -1})
+    return [cv.reshape(y, shape, out=node.output[0])]
+
+
+# -- convolution, dense, pooling ---------------------------------------------------------
+
+
+def _auto_pads(cv: _Importer, a: _Attrs, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+               dilations: Sequence[int]) -> list[int]:
+    """ONNX pads (begins then ends) from ``auto_pad`` / ``pads``."""
+    nd = len(in_sizes)
+    auto = a.str("auto_pad", "NOTSET")
+    if auto == "NOTSET":
+        pads = a.ints("pads", [0] * 2 * nd)
+        if len(pads) != 2 * nd:
+            raise ModelError(f"node {cv.label}: pads {pads} must have {2 * nd} values")
+        if any(p < 0 for p in pads):
+            raise UnsupportedOpError(f"node {cv.label}: negative pads {pads} are not supported")
+        return pads
+    if auto == "VALID":
+        return [0] * 2 * nd
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ModelError(f"node {cv.label}: unknown auto_pad {auto!r}")
+    begins, ends = [], []
+    for n, k, s, d in zip(in_sizes, kernel, strides, dilations):
+        out = -(-n // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
+        small, big = total // 2, total - total // 2
+        begins.append(small if auto == "SAME_UPPER" else big)
+        ends.append(big if auto == "SAME_UPPER" else small)
+    return begins + ends
+
+
+def _spatial_params(cv: _Importer, node: NodeProto, a: _Attrs, x: Value, kernel: Sequence[int]) -> dict[str, Any]:
+    """strides, dilations and pads of a 1-D or 2-D window op, as 2-D IR attributes."""
+    nd = x.type.rank - 2
+    if nd not in (1, 2):
+        raise cv.unsupported(node, f"{nd}-D windows are not supported (1-D and 2-D are)")
+    if len(kernel) != nd:
+        raise ModelError(f"node {cv.label}: kernel_shape {list(kernel)} does not match a {nd}-D input")
+    strides = a.ints("strides", [1] * nd)
+    dilations = a.ints("dilations", [1] * nd)
+    if len(strides) != nd or len(dilations) != nd:
+        raise ModelError(f"node {cv.label}: strides {strides} / dilations {dilations} must have {nd} values")
+    pads = _auto_pads(cv, a, x.type.shape[2:], kernel, strides, dilations)
+    if nd == 1:
+        return {
+            "strides": (1, strides[0]),
+            "dilation": (1, dilations[0]),
+            "padding": (0, pads[0], 0, pads[1]),
+            "kernel": (1, kernel[0]),
+        }
+    return {
+        "strides": tuple(strides),
+        "dilation": tuple(dilations),
+        "padding": (pads[0], pads[1], pads[2], pads[3]),
+        "kernel": tuple(kernel),
+    }
+
+
+def _to_2d(cv: _Importer, x: Value) -> Value:
+    """[N, C, L] → [N, C, 1, L] so 1-D windows run as 2-D ones."""
+    if x.type.rank == 3:
+        n, c, length = x.type.shape
+        return cv.reshape(x, (n, c, 1, length))
+    return x
+
+
+def _from_2d(cv: _Importer, y: Value, rank: int, out: str) -> Value:
+    if rank == 3:
+        n, c, _, length = y.type.shape
+        return cv.reshape(y, (n, c, length), out=out)
+    return _rename(cv, y, out)
+
+
+@_op("Conv")
+def _conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x, w = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "W")
+    b = ins[2] if len(ins) > 2 else None
+    rank = x.type.rank
+    kernel = a.ints("kernel_shape", list(w.type.shape[2:]))
+    p = _spatial_params(cv, node, a, x, kernel)
+    if w.type.rank != rank:
+        raise ModelError(f"node {cv.label}: weight of rank {w.type.rank} for data of rank {rank}")
+    x2 = _to_2d(cv, x)
+    w2 = _to_2d(cv, w)
+    attrs = {"strides": p["strides"], "padding": p["padding"], "dilation": p["dilation"], "groups": a.int("group", 1)}
+    y = cv.emit("nn.conv2d", [x2, w2], attrs)
+    if b is not None:
+        y = cv.emit("nn.bias_add", [y, b], {"axis": 1})
+    return [_from_2d(cv, y, rank, node.output[0])]
+
+
+@_op("ConvTranspose")
+def _conv_transpose(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x, w = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "W")
+    b = ins[2] if len(ins) > 2 else None
+    rank = x.type.rank
+    nd = rank - 2
+    if nd not in (1, 2):
+        raise cv.unsupported(node, f"{nd}-D transposed convolution is not supported (1-D and 2-D are)")
+    kernel = a.ints("kernel_shape", list(w.type.shape[2:]))
+    strides = a.ints("strides", [1] * nd)
+    dilations = a.ints("dilations", [1] * nd)
+    out_pad = a.ints("output_padding", [0] * nd)
+    if len(out_pad) == 2 * nd:  # some exporters write begins and ends
+        out_pad = [out_pad[i] + out_pad[i + nd] for i in range(nd)]
+    out_shape = a.ints("output_shape")
+    auto = a.str("auto_pad", "NOTSET")
+    sizes = x.type.shape[2:]
+    if any(len(v) != nd for v in (kernel, strides, dilations, out_pad)):
+        raise ModelError(f"node {cv.label}: kernel_shape/strides/dilations/output_padding must have {nd} values")
+    natural = [s * (n - 1) + op + (k - 1) * d + 1 for n, k, s, d, op in zip(sizes, kernel, strides, dilations, out_pad)]
+    if "pads" in a or (auto == "NOTSET" and out_shape is None) or auto == "VALID":
+        pads = [0] * 2 * nd if auto == "VALID" else a.ints("pads", [0] * 2 * nd)
+        if len(pads) != 2 * nd or any(p < 0 for p in pads):
+            raise ModelError(f"node {cv.label}: bad pads {pads}")
+        if out_shape is not None:
+            want = out_shape[-nd:]
+            for i in range(nd):
+                extra = want[i] - (natural[i] - pads[i] - pads[i + nd])
+                if extra < 0:
+                    raise ModelError(f"node {cv.label}: output_shape {out_shape} is smaller than the padded output")
+                out_pad[i] += extra
+    else:
+        want = out_shape[-nd:] if out_shape is not None else [n * s for n, s in zip(sizes, strides)]
+        begins, ends = [], []
+        for i in range(nd):
+            total = natural[i] - want[i]
+            if total < 0:  # the output is larger than the natural size: grow it at the end
+                out_pad[i] += -total
+                total = 0
+            if auto == "SAME_UPPER":
+                begins.append(total // 2)
+                ends.append(total - total // 2)
+            else:
+                begins.append(total - total // 2)
+                ends.append(total // 2)
+        pads = begins + ends
+    if nd == 1:
+        attrs = {"strides": (1, strides[0]), "dilation": (1, dilations[0]), "padding": (0, pads[0], 0, pads[1]),
+                 "output_padding": (0, out_pad[0])}
+    else:
+        attrs = {"strides": tuple(strides), "dilation": tuple(dilations), "padding": tuple(pads),
+                 "output_padding": tuple(out_pad)}
+    attrs.update(groups=a.int("group", 1), kernel_layout="IOHW")
+    y = cv.emit("nn.conv2d_transpose", [_to_2d(cv, x), _to_2d(cv, w)], attrs)
+    if b is not None:
+        y = cv.emit("nn.bias_add", [y, b], {"axis": 1})
+    return [_from_2d(cv, y, rank, node.output[0])]
+
+
+@_op("Gemm")
+def _gemm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    A, B = cv.need(node, ins, 0, "A"), cv.need(node, ins, 1, "B")
+    C = ins[2] if len(ins) > 2 else None
+    alpha, beta = a.float("alpha", 1.0), a.float("beta", 1.0)
+    if A.type.rank != 2 or B.type.rank != 2:
+        raise ModelError(f"node {cv.label}: Gemm needs 2-D A and B, got {list(A.type.shape)} and {list(B.type.shape)}")
+    out = node.output[0]
+    dtype = A.type.dtype
+    data = cv.transpose(A, (1, 0)) if a.int("transA", 0) else A
+    weight = B if a.int("transB", 0) else cv.transpose(B, (1, 0))  # nn.dense wants [N, K]; folds for constants
+    post_alpha = False
+    if alpha != 1.0:
+        if weight.const is not None:
+            weight = cv.emit("multiply", [weight, cv.scalar(alpha, dtype)])
+        else:
+            post_alpha = True
+    y = cv.emit("nn.dense", [data, weight], out=None if (C is not None and beta != 0) or post_alpha else out)
+    if post_alpha:
+        y = cv.emit("multiply", [y, cv.scalar(alpha, dtype)], out=None if C is not None and beta != 0 else out)
+    if C is None or beta == 0:
+        return [y]
+    if beta != 1.0:
+        C = cv.emit("multiply", [C, cv.scalar(beta, C.type.dtype)])
+    n = y.type.shape[1]
+    if C.const is not None and C.type.size == n and C.type.shape in ((n,), (1, n)) and n > 1:
+        return [cv.emit("nn.bias_add", [y, cv.reshape(C, (n,))], {"axis": 1}, out=out)]
+    return [cv.emit("add", [y, C], out=out)]
+
+
+@_op("MatMul")
+def _matmul(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    A, B = cv.need(node, ins, 0, "A"), cv.need(node, ins, 1, "B")
+    return [_matmul_values(cv, A, B, node.output[0])]
+
+
+def _matmul_values(cv: _Importer, A: Value, B: Value, out: str | None) -> Value:
+    """numpy ``matmul`` semantics with nn.dense (constant 2-D B) or nn.batch_matmul."""
+    if A.type.rank == 0 or B.type.rank == 0:
+        raise ModelError(f"node {cv.label}: MatMul of a scalar")
+    a1, b1 = A.type.rank == 1, B.type.rank == 1
+    if B.const is not None and B.type.rank == 2:
+        data = cv.reshape(A, (1, A.type.shape[0])) if a1 else A
+        y = cv.emit("nn.dense", [data, cv.transpose(B, (1, 0))], out=None if a1 else out)
+        return cv.reshape(y, (y.type.shape[-1],), out=out) if a1 else y
+    a = cv.reshape(A, (1, A.type.shape[0])) if a1 else A
+    b = cv.reshape(B, (B.type.shape[0], 1)) if b1 else B
+    (m, k), (k2, n) = a.type.shape[-2:], b.type.shape[-2:]
+    if k != k2:
+        raise ModelError(f"node {cv.label}: MatMul of {list(A.type.shape)} and {list(B.type.shape)}: inner dimensions differ")
+    ba, bb = a.type.shape[:-2], b.type.shape[:-2]
+    try:
+        batch = tuple(np.broadcast_shapes(ba, bb))
+    except ValueError:
+        raise ModelError(f"node {cv.label}: MatMul batch dimensions {list(ba)} and {list(bb)} do not broadcast") from None
+
+    def to3(v: Value, vb: tuple[int, ...], rows: int, cols: int) -> Value:
+        full = (1,) * (len(batch) - len(vb)) + vb
+        if full != batch and _prod(vb) != 1:
+            v = cv.broadcast_to(v, batch + (rows, cols))
+            vb = batch
+        return cv.reshape(v, (_prod(vb), rows, cols))
+
+    y = cv.emit("nn.batch_matmul", [to3(a, ba, m, k), to3(b, bb, k, n)], {"transpose_a": False, "transpose_b": False})
+    shape = batch + ((m,) if not a1 else ()) + ((n,) if not b1 else ())
+    return cv.reshape(y, shape, out=out)
+
+
+@_op("BatchNormalization")
+def _batch_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    params = [cv.need(node, ins, i, w) for i, w in enumerate(("scale", "B", "mean", "var"), start=1)]
+    if a.int("training_mode", 0) or any(o for o in node.output[1:]):
+        raise cv.unsupported(node, "training mode (running statistics outputs) is not supported; export for inference")
+    if cv.opset < 9 and a.int("spatial", 1) == 0:
+        raise cv.unsupported(node, "spatial=0 is not supported")
+    y = cv.emit("nn.batch_norm", [x, *params], {"axis": 1, "epsilon": a.float("epsilon", 1e-5)}, out=node.output[0])
+    return [y]
+
+
+@_op("InstanceNormalization")
+def _instance_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x, s, b = (cv.need(node, ins, i, w) for i, w in enumerate(("input", "scale", "B")))
+    return [cv.emit("nn.instance_norm", [x, s, b], {"axis": 1, "epsilon": a.float("epsilon", 1e-5)}, out=node.output[0])]
+
+
+@_op("LayerNormalization")
+def _layer_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # (x - mean) / sqrt(var + eps) * scale + bias over the axes [axis:].
+    x, scale = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "Scale")
+    bias = ins[2] if len(ins) > 2 else None
+    if any(o for o in node.output[1:]):
+        raise cv.unsupported(node, "the Mean and InvStdDev outputs are not supported")
+    if x.type.dtype not in _FLOATS:
+        raise cv.unsupported(node, f"needs float data, got {x.type.dtype}")
+    stash = a.int("stash_type", 1)
+    rank = x.type.rank
+    axis = a.int("axis", -1)
+    if not -rank <= axis < rank:
+        raise ModelError(f"node {cv.label}: axis {axis} is out of range for rank {rank}")
+    axes = tuple(range(axis % rank, rank))
+    dt = x.type.dtype
+    xs = cv.emit("cast", [x], {"dtype": "float32"}) if stash == 1 and dt != "float32" and dt != "float64" else x
+    sdt = xs.type.dtype
+    mean = cv.emit("mean", [xs], {"axis": axes, "keepdims": True})
+    d = cv.emit("subtract", [xs, mean])
+    var = cv.emit("mean", [cv.emit("multiply", [d, d])], {"axis": axes, "keepdims": True})
+    std = cv.emit("sqrt", [cv.emit("add", [var, cv.scalar(a.float("epsilon", 1e-5), sdt)])])
+    y = cv.emit("divide", [d, std])
+    if sdt != dt:
+        y = cv.emit("cast", [y], {"dtype": dt})
+    y = cv.emit("multiply", [y, scale], out=None if bias is not None else node.output[0])
+    if bias is not None:
+        y = cv.emit("add", [y, bias], out=node.output[0])
+    return [y]
+
+
+def _pool_params(cv: _Importer, node: NodeProto, a: _Attrs, x: Value) -> dict[str, Any]:
+    kernel = a.ints("kernel_shape")
+    if kernel is None:
+        raise ModelError(f"node {cv.label}: {node.op_type} needs kernel_shape")
+    p = _spatial_params(cv, node, a, x, kernel)
+    return {
+        "pool_size": p["kernel"],
+        "strides": p["strides"],
+        "dilation": p["dilation"],
+        "padding": p["padding"],
+        "ceil_mode": bool(a.int("ceil_mode", 0)),
+    }
+
+
+@_op("MaxPool")
+def _max_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    if len(node.output) > 1 and node.output[1]:
+        raise cv.unsupported(node, "the Indices output is not supported")
+    attrs = _pool_params(cv, node, a, x)
+    y = cv.emit("nn.max_pool2d", [_to_2d(cv, x)], attrs)
+    return [_from_2d(cv, y, x.type.rank, node.output[0])]
+
+
+@_op("AveragePool")
+def _avg_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    attrs = _pool_params(cv, node, a, x)
+    attrs["count_include_pad"] = bool(a.int("count_include_pad", 0))
+    y = cv.emit("nn.avg_pool2d", [_to_2d(cv, x)], attrs)
+    return [_from_2d(cv, y, x.type.rank, node.output[0])]
+
+
+@_op("LpPool")
+def _lp_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # p=2: sqrt(avg_pool(x^2, count_include_pad) * kh*kw); p=1: avg_pool(|x|) * kh*kw.
+    x = cv.need(node, ins, 0, "X")
+    p = a.get("p", 2)
+    if p not in (1, 2, 1.0, 2.0):
+        raise cv.unsupported(node, f"p={p} is not supported (p=1 and p=2 are)")
+    attrs = _pool_params(cv, node, a, x)
+    attrs["count_include_pad"] = True
+    window = attrs["pool_size"][0] * attrs["pool_size"][1]
+    dt = x.type.dtype
+    t = cv.emit("power", [x, cv.scalar(2, dt)]) if int(p) == 2 else cv.emit("abs", [x])
+    t = cv.emit("nn.avg_pool2d", [_to_2d(cv, t)], attrs)
+    t = cv.emit("multiply", [t, cv.scalar(window, dt)])
+    if int(p) == 2:
+        t = cv.emit("sqrt", [t])
+    return [_from_2d(cv, t, x.type.rank, node.output[0])]
+
+
+@_op("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    op = "nn.global_avg_pool2d" if node.op_type == "GlobalAveragePool" else "nn.global_max_pool2d"
+    rank = x.type.rank
+    if rank < 3:
+        raise ModelError(f"node {cv.label}: {node.op_type} needs data of rank >= 3, got {rank}")
+    if rank == 4:
+        return [cv.emit(op, [x], out=node.output[0])]
+    n, c = x.type.shape[:2]
+    y = cv.emit(op, [cv.reshape(x, (n, c, _prod(x.type.shape[2:]), 1))])
+    return [cv.reshape(y, (n, c) + (1,) * (rank - 2), out=node.output[0])]
+
+
+# -- padding ---------------------------------------------------------------------------
+
+
+@_op("Pad")
+def _pad(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    rank = x.type.rank
+    mode = a.str("mode", "constant")
+    if cv.opset < 11:
+        pads = a.ints("pads")
+        if pads is None:
+            raise ModelError(f"node {cv.label}: Pad needs pads")
+        value = a.float("value", 0.0)
+        axes = list(range(rank))
+    else:
+        pads_arr = cv.const_input(node, ins, 1, "pads")
+        if pads_arr is None:
+            raise ModelError(f"node {cv.label}: Pad needs pads")
+        pads = [int(p) for p in pads_arr.reshape(-1)]
+        cval = cv.const_input(node, ins, 2, "constant_value")
+        value = cval.reshape(-1)[0].item() if cval is not None and cval.size else 0
+        axes_arr = cv.const_input(node, ins, 3, "axes")
+        axes = list(range(rank)) if axes_arr is None else [int(v) for v in axes_arr.reshape(-1)]
+    if len(pads) != 2 * len(axes):
+        raise ModelError(f"node {cv.label}: {len(pads)} pads for {len(axes)} axes")
+    before, after = [0] * rank, [0] * rank
+    for i, ax in enumerate(axes):
+        if not -rank <= ax < rank:
+            raise ModelError(f"node {cv.label}: pad axis {ax} is out of range for rank {rank}")
+        before[ax % rank], after[ax % rank] = pads[i], pads[i + len(axes)]
+    if mode not in ("constant", "edge", "reflect"):
+        raise cv.unsupported(node, f"mode {mode!r} is not supported (constant, edge and reflect are)")
+    y = x
+    # negative pads crop first (ONNX semantics)
+    for ax in range(rank):
+        if before[ax] < 0 or after[ax] < 0:
+            dim = y.type.shape[ax]
+            start, end = max(-before[ax], 0), dim - max(-after[ax], 0)
+            if end < start:
+                raise ModelError(f"node {cv.label}: negative pads crop axis {ax} below zero")
+            y = cv.slice_axis(y, ax, start, end)
+    pad_width = tuple((max(b, 0), max(e, 0)) for b, e in zip(before, after))
+    if all(b == 0 and e == 0 for b, e in pad_width):
+        return [y if y is x else _rename(cv, y, node.output[0])]
+    pad_value = float(value) if x.type.dtype in _FLOATS else (bool(value) if x.type.dtype == "bool" else int(value))
+    return [cv.emit("nn.pad", [y], {"pad_width": pad_width, "pad_mode": mode, "pad_value": pad_value}, out=node.output[0])]
+
+
+# -- shape and data movement -------------------------------------------------------------
+
+
+def _axis(cv: _Importer, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ModelError(f"node {cv.label}: axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+@_op("Identity")
+def _identity(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    return [cv.need(node, ins, 0, "input")]
+
+
+@_op("Dropout")
+def _dropout(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    training = False
+    ratio = 0.5
+    if cv.opset >= 12:
+        t = cv.const_input(node, ins, 2, "training_mode")
+        training = bool(t.reshape(-1)[0]) if t is not None else False
+        r = cv.const_input(node, ins, 1, "ratio") if training else None
+        ratio = float(r.reshape(-1)[0]) if r is not None else 0.5
+    else:
+        ratio = a.float("ratio", 0.5)
+    if training and ratio != 0.0:
+        raise cv.unsupported(node, "training-mode Dropout (random) is not supported; export for inference")
+    outs: list[Value | None] = [x]
+    if len(node.output) > 1 and node.output[1]:
+        outs.append(cv.const(np.ones(x.type.shape, dtype=bool), out=node.output[1]))
+    return outs
+
+
+@_op("Reshape")
+def _reshape(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    if "shape" in a:
+        raise cv.unsupported(node, "the 'shape' attribute form (opset < 5) is not supported")
+    shape_arr = cv.const_input(node, ins, 1, "shape")
+    if shape_arr is None:
+        raise ModelError(f"node {cv.label}: Reshape needs a shape")
+    shape = [int(d) for d in shape_arr.reshape(-1)]
+    allowzero = a.int("allowzero", 0)
+    src = x.type.shape
+    out = []
+    for i, d in enumerate(shape):
+        if d == 0 and not allowzero:
+            if i >= len(src):
+                raise ModelError(f"node {cv.label}: shape {shape} copies axis {i} that the input {list(src)} lacks")
+            out.append(src[i])
+        else:
+            out.append(d)
+    if out.count(-1) > 1:
+        raise ModelError(f"node {cv.label}: shape {shape} has more than one -1")
+    if any(d < -1 for d in out):
+        raise ModelError(f"node {cv.label}: shape {shape} has a negative dimension")
+    if -1 in out:
+        known = _prod(d for d in out if d != -1)
+        if known == 0 or x.type.size % known:
+            raise ModelError(f"node {cv.label}: cannot reshape {list(src)} to {shape}")
+        out[out.index(-1)] = x.type.size // known
+    return [cv.emit("reshape", [x], {"newshape": tuple(out)}, out=node.output[0])]
+
+
+@_op("Flatten")
+def _flatten(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    rank = x.type.rank
+    axis = a.int("axis", 1)
+    if not -rank <= axis <= rank:
+        raise ModelError(f"node {cv.label}: axis {axis} is out of range for rank {rank}")
+    axis = axis % (rank + 1) if axis < 0 else axis
+    shape = x.type.shape
+    return [cv.emit("reshape", [x], {"newshape": (_prod(shape[:axis]), _prod(shape[axis:]))}, out=node.output[0])]
+
+
+@_op("Squeeze", "Unsqueeze")
+def _squeeze(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    if cv.opset < 13:
+        axes = a.ints("axes")
+    else:
+        arr = cv.const_input(node, ins, 1, "axes")
+        axes = None if arr is None else [int(v) for v in arr.reshape(-1)]
+    shape = list(x.type.shape)
+    if node.op_type == "Squeeze":
+        if axes is None:
+            new = [d for d in shape if d != 1]
+        else:
+            norm = {_axis(cv, ax, len(shape)) for ax in axes}
+            for ax in norm:
+                if shape[ax] != 1:
+                    raise ModelError(f"node {cv.label}: cannot squeeze axis {ax} of size {shape[ax]}")
+            new = [d for i, d in enumerate(shape) if i not in norm]
+    else:
+        if axes is None:
+            raise ModelError(f"node {cv.label}: Unsqueeze needs axes")
+        out_rank = len(shape) + len(axes)
+        norm = sorted(_axis(cv, ax, out_rank) for ax in axes)
+        if len(set(norm)) != len(norm):
+            raise ModelError(f"node {cv.label}: Unsqueeze axes {axes} repeat an axis")
+        new = list(shape)
+        for ax in norm:
+            new.insert(ax, 1)
+    return [cv.emit("reshape", [x], {"newshape": tuple(new)}, out=node.output[0])]
+
+
+@_op("Transpose")
+def _transpose(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    perm = a.ints("perm", list(range(x.type.rank))[::-1])
+    return [cv.transpose(x, perm, out=node.output[0])]
+
+
+@_op("Concat")
+def _concat(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    vals = [v for v in ins if v is not None]
+    if not vals:
+        raise ModelError(f"node {cv.label}: Concat needs inputs")
+    axis = _axis(cv, a.int("axis"), vals[0].type.rank)
+    return [cv.emit("concatenate", vals, {"axis": axis}, out=node.output[0])]
+
+
+@_op("Split")
+def _split(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    axis = _axis(cv, a.int("axis", 0), x.type.rank)
+    dim = x.type.shape[axis]
+    n_out = len(node.output)
+    if cv.opset < 13:
+        sizes = a.ints("split")
+        if sizes is None and len(ins) > 1 and ins[1] is not None:
+            arr = cv.const_input(node, ins, 1, "split")
+            sizes = [int(s) for s in arr.reshape(-1)]
+    else:
+        arr = cv.const_input(node, ins, 1, "split")
+        sizes = None if arr is None else [int(s) for s in arr.reshape(-1)]
+    if sizes is None:
+        k = a.int("num_outputs", n_out) if "num_outputs" in a else n_out
+        if k != n_out:
+            raise ModelError(f"node {cv.label}: num_outputs={k} but the node has {n_out} outputs")
+        if "num_outputs" in a:
+            chunk = -(-dim // k)
+            sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(k)]
+        else:
+            if dim % k:
+                raise ModelError(f"node {cv.label}: axis {axis} of size {dim} does not split into {k} equal parts")
+            sizes = [dim // k] * k
+    if len(sizes) != n_out or sum(sizes) != dim or any(s < 0 for s in sizes):
+        raise ModelError(f"node {cv.label}: split sizes {sizes} do not cut axis {axis} of size {dim} into {n_out} parts")
+    if n_out == 1:
+        return [x]
+    points = tuple(int(p) for p in np.cumsum(sizes)[:-1])
+    return cv.emit_multi("split", [x], {"indices_or_sections": points, "axis": axis}, outs=list(node.output))
+
+
+@_op("Slice")
+def _slice(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    rank = x.type.rank
+    if cv.opset < 10:
+        starts, ends = a.ints("starts"), a.ints("ends")
+        axes = a.ints("axes", list(range(len(starts or []))))
+        steps = [1] * len(axes)
+    else:
+        s, e = cv.const_input(node, ins, 1, "starts"), cv.const_input(node, ins, 2, "ends")
+        ax, st = cv.const_input(node, ins, 3, "axes"), cv.const_input(node, ins, 4, "steps")
+        if s is None or e is None:
+            raise ModelError(f"node {cv.label}: Slice needs starts and ends")
+        starts, ends = [int(v) for v in s.reshape(-1)], [int(v) for v in e.reshape(-1)]
+        axes = list(range(len(starts))) if ax is None else [int(v) for v in ax.reshape(-1)]
+        steps = [1] * len(starts) if st is None else [int(v) for v in st.reshape(-1)]
+    if starts is None or ends is None or not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ModelError(f"node {cv.label}: starts/ends/axes/steps lengths differ")
+    index: list[np.ndarray | slice] = [slice(None)] * rank
+    ranges: dict[int, tuple[int, int, int]] = {}
+    for start, end, ax, step in zip(starts, ends, axes, steps):
+        ax = _axis(cv, ax, rank)
+        if ax in ranges:
+            raise ModelError(f"node {cv.label}: Slice names axis {ax} twice")
+        if step == 0:
+            raise ModelError(f"node {cv.label}: Slice step 0")
+        dim = x.type.shape[ax]
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:
+            start, end = min(max(start, -1), dim - 1), min(max(end, -1), dim - 1)
+        ranges[ax] = (start, end, step)
+        index[ax] = np.arange(start, end, step, dtype=np.int64)
+    if x.const is not None:
+        data = x.const
+        for ax, idx in enumerate(index):
+            if isinstance(idx, np.ndarray):
+                data = np.take(data, idx, axis=ax)
+        return [cv.const(data, out=node.output[0])]
+    y = x
+    for ax, (start, end, step) in sorted(ranges.items()):
+        if step != 1:
+            raise cv.unsupported(node, f"step {step} on run-time data is not supported (step 1 is)")
+        y = cv.slice_axis(y, ax, start, max(end, start))
+    return [_rename(cv, y, node.output[0]) if y is not x else x]
+
+
+@_op("Gather")
+def _gather(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    idx_v = cv.need(node, ins, 1, "indices")
+    rank = x.type.rank
+    axis = _axis(cv, a.int("axis", 0), rank)
+    dim = x.type.shape[axis]
+    if x.const is None and idx_v.const is None:
+        raise ConstantOperandRequired(
+            f"node {cv.label}: Gather's indices {node.input[1]!r} are computed at run time; accel gathers only "
+            "with constant indices", node.input[1])
+    idx = cv.const_input(node, ins, 1, "indices").astype(np.int64)
+    if np.any(idx < -dim) or np.any(idx >= dim):
+        raise ModelError(f"node {cv.label}: Gather indices out of range for axis {axis} of size {dim}")
+    idx = np.where(idx < 0, idx + dim, idx)
+    if x.const is not None:
+        return [cv.const(np.take(x.const, idx, axis=axis), out=node.output[0])]
+    flat = idx.reshape(-1)
+    if flat.size == 0 or flat.size > 4096:
+        raise cv.unsupported(node, f"gathering {flat.size} slices of run-time data is not supported")
+    # runs of consecutive indices become one slice each
+    pieces = []
+    start = prev = int(flat[0])
+    for i in [int(v) for v in flat[1:]] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        pieces.append(cv.slice_axis(x, axis, start, prev + 1))
+        if i is not None:
+            start = prev = i
+    y = cv.concat(pieces, axis)
+    shape = x.type.shape[:axis] + idx.shape + x.type.shape[axis + 1:]
+    return [cv.reshape(y, shape, out=node.output[0])]
+
+
+@_op("Expand")
+def _expand(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    shape_arr = cv.const_input(node, ins, 1, "shape")
+    try:
+        shape = tuple(np.broadcast_shapes(x.type.shape, tuple(int(d) for d in shape_arr.reshape(-1))))
+    except ValueError:
+        raise ModelError(f"node {cv.label}: cannot expand {list(x.type.shape)} to {shape_arr.tolist()}") from None
+    y = cv.broadcast_to(x, shape)
+    if y.const is not None and x.const is not None:
+        return [cv.const(y.const, out=node.output[0])]
+    return [_rename(cv, y, node.output[0])]
+
+
+@_op("Tile")
+def _tile(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    reps = [int(r) for r in cv.const_input(node, ins, 1, "repeats").reshape(-1)]
+    if len(reps) != x.type.rank or any(r < 0 for r in reps):
+        raise ModelError(f"node {cv.label}: repeats {reps} must have one non-negative value per axis")
+    if x.const is not None:
+        return [cv.const(np.tile(x.const, reps), out=node.output[0])]
+    if 0 in reps:
+        raise cv.unsupported(node, "tiling to an empty tensor is not supported")
+    y = x
+    for ax, r in enumerate(reps):
+        if r > 1:
+            y = cv.repeat(y, r, ax)
+    return [_rename(cv, y, node.output[0])]
+
+
+@_op("DepthToSpace")
+def _depth_to_space(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    mode = a.str("mode", "DCR")
+    return [cv.emit("nn.depth_to_space", [x], {"block_size": a.int("blocksize"), "mode": mode}, out=node.output[0])]
+
+
+@_op("SpaceToDepth")
+def _space_to_depth(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    b = a.int("blocksize")
+    if x.type.rank != 4:
+        raise ModelError(f"node {cv.label}: SpaceToDepth needs 4-D input")
+    n, c, h, w = x.type.shape
+    if b < 1 or h % b or w % b:
+        raise ModelError(f"node {cv.label}: blocksize {b} does not divide {h}x{w}")
+    t = cv.reshape(x, (n, c, h // b, b, w // b, b))
+    t = cv.transpose(t, (0, 3, 5, 1, 2, 4))
+    return [cv.reshape(t, (n, c * b * b, h // b, w // b), out=node.output[0])]
+
+
+@_op("Resize", "Upsample")
+def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    if x.type.rank != 4:
+        raise cv.unsupported(node, f"only 4-D (NCHW) data resizes, got rank {x.type.rank}")
+    mode = a.str("mode", "nearest")
+    legacy = node.op_type == "Upsample" or cv.opset < 11
+    if legacy:
+        scales = a.get("scales") if node.op_type == "Upsample" and cv.opset < 9 else cv.const_input(node, ins, 1, "scales")
+        sizes = None
+        ctm, nearest = "asymmetric", "floor"
+        if mode == "bilinear":
+            mode = "linear"
+    else:
+        scales = cv.const_input(node, ins, 2, "scales")
+        sizes = cv.const_input(node, ins, 3, "sizes")
+        ctm = a.str("coordinate_transformation_mode", "half_pixel")
+        nearest = a.str("nearest_mode", "round_prefer_floor")
+        if a.int("antialias", 0):
+            raise cv.unsupported(node, "antialias=1 is not supported")
+        if a.int("exclude_outside", 0):
+            raise cv.unsupported(node, "exclude_outside=1 is not supported")
+        policy = a.str("keep_aspect_ratio_policy", "stretch")
+        if sizes is not None and sizes.size and policy != "stretch":
+            raise cv.unsupported(node, f"keep_aspect_ratio_policy={policy!r} is not supported (stretch is)")
+    if mode not in ("nearest", "linear"):
+        raise cv.unsupported(node, f"mode {mode!r} is not supported (nearest and linear are)")
+    if ctm not in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"):
+        raise cv.unsupported(node, f"coordinate_transformation_mode {ctm!r} is not supported")
+    axes = a.ints("axes", [0, 1, 2, 3]) if not legacy else [0, 1, 2, 3]
+    axes = [_axis(cv, ax, 4) for ax in axes]
+    in_shape = x.type.shape
+    out_shape = list(in_shape)
+    if sizes is not None and sizes.size:
+        vals = [int(v) for v in sizes.reshape(-1)]
+        if len(vals) != len(axes):
+            raise ModelError(f"node {cv.label}: {len(vals)} sizes for axes {axes}")
+        for ax, v in zip(axes, vals):
+            out_shape[ax] = v
+    elif scales is not None and np.asarray(scales).size:
+        vals = [float(v) for v in np.asarray(scales, dtype=np.float64).reshape(-1)]
+        if len(vals) != len(axes):
+            raise ModelError(f"node {cv.label}: {len(vals)} scales for axes {axes}")
+        for ax, s in zip(axes, vals):
+            exact = in_shape[ax] * s
+            out_shape[ax] = int(math.floor(exact + 1e-9))
+            if abs(exact - round(exact)) > 1e-4 * max(1.0, exact):
+                raise cv.unsupported(
+                    node,
+                    f"scale {s} on axis {ax} gives a fractional size {exact:g}; accel resizes to whole sizes "
+                    "(pass sizes, or scales that give whole sizes)",
+                )
+    else:
+        raise ModelError(f"node {cv.label}: Resize needs scales or sizes")
+    if out_shape[:2] != list(in_shape[:2]):
+        raise cv.unsupported(node, "resizing the batch or channel axis is not supported")
+    attrs = {
+        "size": (out_shape[2], out_shape[3]),
+        "layout": "NCHW",
+        "method": "nearest_neighbor" if mode == "nearest" else "linear",
+        "coordinate_transformation_mode": ctm,
+    }
+    if mode == "nearest":
+        attrs["rounding_method"] = nearest
+    return [cv.emit("image.resize2d", [x], attrs, out=node.output[0])]
+
+
+# -- reductions ------------------------------------------------------------------------
+
+
+def _reduce_axes(cv: _Importer, node: NodeProto, a: _Attrs, ins: list, rank: int, axes_input_since: int) -> tuple[int, ...] | None:
+    """Normalized reduction axes; None = identity (noop_with_empty_axes with no axes)."""
+    if cv.opset < axes_input_since:
+        axes = a.ints("axes")
+    else:
+        arr = cv.const_input(node, ins, 1, "axes")
+        axes = None if arr is None else [int(v) for v in arr.reshape(-1)]
+    if not axes:
+        if a.int("noop_with_empty_axes", 0):
+            return None
+        return tuple(range(rank))
+    norm = sorted({_axis(cv, ax, rank) for ax in axes})
+    return tuple(norm)
+
+
+@_op("ReduceMean", "ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceMax", "ReduceMin")
+def _reduce(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    op = node.op_type
+    since = 13 if op == "ReduceSum" else 18
+    axes = _reduce_axes(cv, node, a, ins, x.type.rank, since)
+    keep = bool(a.int("keepdims", 1))
+    out = node.output[0]
+    if axes is None:
+        return [x]
+    if x.type.rank == 0:
+        return [x]
+    if op in ("ReduceMax", "ReduceMin"):
+        return [_reduce_extreme(cv, node, x, axes, keep, out)]
+    if x.type.dtype not in _FLOATS:
+        if op == "ReduceMean":
+            return [cv.emit("mean", [x], {"axis": axes, "keepdims": keep}, out=out)]
+        raise cv.unsupported(node, f"{op} of {x.type.dtype} data is not supported (float data is)")
+    count = _prod(x.type.shape[ax] for ax in axes)
+    if count == 0:
+        raise cv.unsupported(node, "reducing an empty axis is not supported")
+    t = x
+    if op in ("ReduceSumSquare", "ReduceL2"):
+        t = cv.emit("multiply", [x, x])
+    elif op == "ReduceL1":
+        t = cv.emit("abs", [x])
+    if op == "ReduceMean":
+        return [cv.emit("mean", [t], {"axis": axes, "keepdims": keep}, out=out)]
+    # a sum is the mean times the count (the IR has one reduction op)
+    m = cv.emit("mean", [t], {"axis": axes, "keepdims": keep})
+    s = cv.emit("multiply", [m, cv.scalar(count, x.type.dtype)], out=None if op == "ReduceL2" else out)
+    if op == "ReduceL2":
+        return [cv.emit("sqrt", [s], out=out)]
+    return [s]
+
+
+def _reduce_extreme(cv: _Importer, node: NodeProto, x: Value, axes: tuple[int, ...], keep: bool, out: str) -> Value:
+    """ReduceMax/Min through global_max_pool2d: move the reduced axes last, view as [1, rest, red, 1]."""
+    rank = x.type.rank
+    shape = x.type.shape
+    red = _prod(shape[ax] for ax in axes)
+    if red == 0:
+        raise cv.unsupported(node, "reducing an empty axis is not supported")
+    rest_axes = [ax for ax in range(rank) if ax not in axes]
+    rest = _prod(shape[ax] for ax in rest_axes)
+    perm = rest_axes + list(axes)
+    t = cv.transpose(x, perm) if perm != list(range(rank)) else x
+    neg = node.op_type == "ReduceMin"
+    if neg:
+        if x.type.dtype.startswith("uint") or x.type.dtype == "bool":
+            raise cv.unsupported(node, f"ReduceMin of {x.type.dtype} data is not supported")
+        t = cv.emit("negative", [t])
+    t = cv.emit("nn.global_max_pool2d", [cv.reshape(t, (1, rest, red, 1))])
+    if neg:
+        t = cv.emit("negative", [t])
+    final = tuple(1 if ax in axes else d for ax, d in enumerate(shape)) if keep else tuple(shape[ax] for ax in rest_axes)
+    return cv.reshape(t, final, out=out)
+
+
+# -- casts and constants ----------------------------------------------------------------
+
+
+@_op("Cast", "CastLike")
+def _cast(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    if node.op_type == "CastLike":
+        dtype = cv.need(node, ins, 1, "target_type").type.dtype
+    else:
+        dtype = _dtype(a.int("to"), f"Cast at node {cv.label}: target")
+    if dtype == x.type.dtype and x.type.quant is None:
+        return [x]
+    return [cv.emit("cast", [x], {"dtype": dtype}, out=node.output[0])]
+
+
+@_op("Constant")
+def _constant(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    what = f"Constant at node {cv.label}"
+    if "value" in a:
+        arr = cv.tensor_array(a.get("value"), what)
+    elif "sparse_value" in a:
+        arr = cv.sparse_array(a.get("sparse_value"), what)
+    elif "value_float" in a:
+        arr = np.array(a.float("value_float"), dtype=np.float32)
+    elif "value_floats" in a:
+        arr = np.array(a.get("value_floats"), dtype=np.float32)
+    elif "value_int" in a:
+        arr = np.array(a.int("value_int"), dtype=np.int64)
+    elif "value_ints" in a:
+        arr = np.array(a.ints("value_ints"), dtype=np.int64)
+    elif "value_string" in a or "value_strings" in a:
+        raise UnsupportedOpError(f"{what} is a string tensor, which accel does not support")
+    else:
+        raise ModelError(f"{what} has no value")
+    return [cv.const(arr, out=node.output[0])]
+
+
+@_op("ConstantOfShape")
+def _constant_of_shape(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    shape = cv.const_input(node, ins, 0, "shape")
+    dims = [int(d) for d in shape.reshape(-1)]
+    if any(d < 0 for d in dims) or _prod(dims) > MAX_ELEMENTS:
+        raise ModelError(f"node {cv.label}: bad shape {dims}")
+    value = a.get("value")
+    fill = cv.tensor_array(value, f"ConstantOfShape at node {cv.label}") if value is not None else np.zeros(1, np.float32)
+    return [cv.const(np.full(dims, fill.reshape(-1)[0], dtype=fill.dtype), out=node.output[0])]
+
+
+@_op("Shape")
+def _shape(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    shape = np.array(x.type.shape, dtype=np.int64)
+    rank = len(shape)
+    start = a.int("start", 0)
+    end = a.int("end", rank) if "end" in a else rank
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return [cv.const(shape[start:end], out=node.output[0])]
+
+
+@_op("Size")
+def _size(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    return [cv.const(np.array(x.type.size, dtype=np.int64), out=node.output[0])]
+
+
+def _numpy_fold(fn: Callable[..., np.ndarray]) -> Handler:
+    """A handler for an op accel evaluates only on constants (shape computations)."""
+
+    def handler(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+        for i, v in enumerate(ins):
+            if v is not None and v.const is None:
+                raise cv.unsupported(
+                    node,
+                    f"input {node.input[i]!r} is computed at run time; accel evaluates {node.op_type} only on "
+                    "constants (shape computations folded at import)",
+                )
+        arrays = [None if v is None else v.const for v in ins]
+        try:
+            with np.errstate(all="ignore"):
+                result = fn(a, *arrays)
+        except AccelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"node {cv.label}: evaluating {node.op_type} on constants failed: {exc}") from None
+        results = result if isinstance(result, tuple) else (result,)
+        return [cv.const(np.asarray(r), out=o) for r, o in zip(results, node.output)]
+
+    return handler
+
+
+def _range(a: _Attrs, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    s, l, d = start.item(), limit.item(), delta.item()
+    n = max(int(math.ceil((l - s) / d)), 0)
+    if n > MAX_ELEMENTS:
+        raise ModelError(f"Range of {n} elements is too large")
+    return (s + np.arange(n) * d).astype(start.dtype) if n else np.zeros(0, dtype=start.dtype)
+
+
+def _mod(a: _Attrs, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if a.int("fmod", 0):
+        return np.fmod(x, y).astype(x.dtype)
+    return np.mod(x, y).astype(x.dtype)
+
+
+def _where(a: _Attrs, c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.where(c, x, y).astype(x.dtype)
+
+
+def _reduce_prod(a: _Attrs, x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
+    ax = a.ints("axes") if axes is None else [int(v) for v in axes.reshape(-1)]
+    keep = bool(a.int("keepdims", 1))
+    if not ax:
+        if a.int("noop_with_empty_axes", 0):
+            return x
+        ax = None
+    return np.prod(x, axis=None if ax is None else tuple(ax), keepdims=keep).astype(x.dtype)
+
+
+def _nonzero(a: _Attrs, x: np.ndarray) -> np.ndarray:
+    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+
+_FOLD_ONLY: dict[str, Callable[..., np.ndarray]] = {
+    "Equal": lambda a, x, y: np.equal(x, y),
+    "Less": lambda a, x, y: np.less(x, y),
+    "LessOrEqual": lambda a, x, y: np.less_equal(x, y),
+    "Greater": lambda a, x, y: np.greater(x, y),
+    "GreaterOrEqual": lambda a, x, y: np.greater_equal(x, y),
+    "Not": lambda a, x: np.logical_not(x),
+    "And": lambda a, x, y: np.logical_and(x, y),
+    "Or": lambda a, x, y: np.logical_or(x, y),
+    "Xor": lambda a, x, y: np.logical_xor(x, y),
+    "Where": _where,
+    "Range": _range,
+    "Mod": _mod,
+    "Floor": lambda a, x: np.floor(x),
+    "Ceil": lambda a, x: np.ceil(x),
+    "ReduceProd": _reduce_prod,
+    "NonZero": _nonzero,
+}
+for _name, _fn in _FOLD_ONLY.items():
+    _HANDLERS[_name] = _numpy_fold(_fn)
+
+#: ONNX ops evaluated only when all their inputs are constant.
+FOLD_ONLY_OPS = tuple(sorted(_FOLD_ONLY) + ["ConstantOfShape", "Shape", "Size"])
+
+
+# -- quantization ------------------------------------------------------------------------
+
+
+def _quant_params(cv: _Importer, node: NodeProto, ins: list, si: int, zi: int, axis: int, rank: int,
+                  zp_dtype: str | None = None) -> tuple[QuantParams, str]:
+    """QuantParams from constant scale / zero-point operands, and the quantized dtype."""
+    scale = cv.const_input(node, ins, si, "scale")
+    if scale is None:
+        raise ModelError(f"node {cv.label}: {node.op_type} needs a scale")
+    zp = cv.const_input(node, ins, zi, "zero point")
+    if zp is not None:
+        zdt = zp.dtype.name
+    else:
+        zdt = zp_dtype or "uint8"
+        zp = np.zeros(scale.shape, dtype=zdt)
+    if scale.ndim > 1:
+        raise cv.unsupported(node, "blocked quantization (scale of rank > 1) is not supported")
+    if scale.ndim == 1 and scale.size > 1:
+        ax = _axis(cv, axis, rank)
+        q = QuantParams(scale.astype(np.float32), zp.astype(np.int64), axis=ax)
+    else:
+        q = QuantParams(scale.reshape(()).astype(np.float32), zp.reshape(-1)[0].astype(np.int64))
+    return q, zdt
+
+
+def _with_quant(cv: _Importer, node: NodeProto, x: Value, q: QuantParams, what: str) -> Value | None:
+    """``x`` typed with quantization ``q``: as is, a constant re-typed, or a not-yet-used graph input re-typed."""
+    if x.type.quant == q:
+        return x
+    if x.const is not None:
+        return cv.const(x.const, f"{x.name}/q", quant=q)
+    if x.producer is None and x.type.quant is None and id(x) not in cv.used:
+        x.type = x.type.with_quant(q)
+        return x
+    return None
+
+
+@_op("QuantizeLinear")
+def _quantize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "x")
+    if a.int("block_size", 0):
+        raise cv.unsupported(node, "blocked quantization is not supported")
+    out_dt = None
+    if "output_dtype" in a and a.int("output_dtype"):
+        out_dt = _dtype(a.int("output_dtype"), f"QuantizeLinear at node {cv.label}: output")
+    q, zdt = _quant_params(cv, node, ins, 1, 2, a.int("axis", 1), x.type.rank, out_dt)
+    if zdt not in ("uint8", "int8"):
+        raise cv.unsupported(node, f"quantizing to {zdt} is not supported (uint8 and int8 are)")
+    if x.type.dtype not in _FLOATS:
+        raise cv.unsupported(node, f"quantizing {x.type.dtype} data is not supported")
+    if x.type.dtype != "float32":
+        x = cv.emit("cast", [x], {"dtype": "float32"})
+    attrs = {
+        "scale": q.scale if q.axis is not None else float(q.scale),
+        "zero_point": q.zero_point if q.axis is not None else int(q.zero_point),
+        "axis": q.axis,
+        "out_dtype": zdt,
+    }
+    return [cv.emit("qnn.quantize", [x], attrs, out=node.output[0])]
+
+
+@_op("DequantizeLinear")
+def _dequantize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "x")
+    if a.int("block_size", 0):
+        raise cv.unsupported(node, "blocked quantization is not supported")
+    if x.type.dtype not in ("uint8", "int8", "int32", "int16", "uint16"):
+        raise cv.unsupported(node, f"dequantizing {x.type.dtype} data is not supported")
+    q, _ = _quant_params(cv, node, ins, 1, 2, a.int("axis", 1), x.type.rank, x.type.dtype)
+    scale = cv.const_input(node, ins, 1, "scale")
+    out_dt = scale.dtype.name
+    if "output_dtype" in a and a.int("output_dtype"):
+        out_dt = _dtype(a.int("output_dtype"), f"DequantizeLinear at node {cv.label}: output")
+    out = node.output[0]
+    xq = _with_quant(cv, node, x, q, "x") if x.type.dtype in ("uint8", "int8", "int32") else None
+    if xq is not None:
+        y = cv.emit("qnn.dequantize", [xq], {"axis": q.axis}, out=None if out_dt != "float32" else out)
+    else:
+        # the value already carries other parameters: (float(x) - z) * s, as ONNX defines it
+        shape = [1] * x.type.rank
+        if q.axis is not None:
+            shape[q.axis] = q.scale.size
+        z = cv.const(q.zero_point.astype(np.float32).reshape(shape if q.axis is not None else ()))
+        s = cv.const(q.scale.astype(np.float32).reshape(shape if q.axis is not None else ()))
+        xf = cv.emit("cast", [x], {"dtype": "float32"})
+        y = cv.emit("multiply", [cv.emit("subtract", [xf, z]), s], out=None if out_dt != "float32" else out)
+    if out_dt != "float32":
+        y = cv.emit("cast", [y], {"dtype": out_dt}, out=out)
+    return [y]
+
+
+def _qinput(cv: _Importer, node: NodeProto, x: Value, q: QuantParams, what: str) -> Value:
+    xq = _with_quant(cv, node, x, q, what)
+    if xq is None:
+        raise cv.unsupported(
+            node,
+            f"{what} {x.name!r} already carries quantization {x.type.quant!r} that differs from the node's "
+            "scale/zero point",
+        )
+    return xq
+
+
+@_op("QLinearConv")
+def _qlinear_conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x, w = cv.need(node, ins, 0, "x"), cv.need(node, ins, 3, "w")
+    b = ins[8] if len(ins) > 8 else None
+    qx, _ = _quant_params(cv, node, ins, 1, 2, 1, x.type.rank, x.type.dtype)
+    w_arr = cv.const_input(node, ins, 3, "weight")
+    qw, _ = _quant_params(cv, node, ins, 4, 5, 0, w.type.rank, w.type.dtype)
+    qy, ydt = _quant_params(cv, node, ins, 6, 7, 1, x.type.rank, x.type.dtype)
+    if qx.axis is not None or qy.axis is not None:
+        raise cv.unsupported(node, "per-channel output quantization is not supported")
+    rank = x.type.rank
+    kernel = a.ints("kernel_shape", list(w.type.shape[2:]))
+    p = _spatial_params(cv, node, a, x, kernel)
+    xq = _qinput(cv, node, x, qx, "input")
+    wv = cv.const(w_arr if rank == 4 else w_arr.reshape(w_arr.shape[:2] + (1,) + w_arr.shape[2:]), f"{node.input[3]}/q",
+                  quant=qw)
+    attrs = {"strides": p["strides"], "padding": p["padding"], "dilation": p["dilation"], "groups": a.int("group", 1)}
+    acc = cv.emit("qnn.conv2d", [_to_2d(cv, xq), wv], attrs)
+    if b is not None:
+        bias = cv.const_input(node, ins, 8, "bias")
+        acc = cv.emit("nn.bias_add", [acc, cv.const(bias.astype(np.int32), f"{node.input[8]}/q")], {"axis": 1})
+    y = cv.emit("qnn.requantize", [acc], {"out_scale": float(qy.scale), "out_zero_point": int(qy.zero_point), "out_dtype": ydt})
+    return [_from_2d(cv, y, rank, node.output[0])]
+
+
+@_op("QLinearMatMul")
+def _qlinear_matmul(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    A, B = cv.need(node, ins, 0, "a"), cv.need(node, ins, 3, "b")
+    qa, _ = _quant_params(cv, node, ins, 1, 2, -1, A.type.rank, A.type.dtype)
+    qb, _ = _quant_params(cv, node, ins, 4, 5, -1, B.type.rank, B.type.dtype)
+    qy, ydt = _quant_params(cv, node, ins, 6, 7, -1, max(A.type.rank, B.type.rank), A.type.dtype)
+    if qa.axis is not None or qy.axis is not None:
+        raise cv.unsupported(node, "per-axis quantization of a or y is not supported")
+    out = node.output[0]
+    if B.const is not None and B.type.rank == 2 and A.type.rank >= 2:
+        # weight [N, K] = B.T; a per-column scale of B becomes per output channel (axis 0)
+        qw = QuantParams(qb.scale, qb.zero_point, axis=0) if qb.axis is not None else qb
+        w = cv.const(np.ascontiguousarray(B.const.T), f"{node.input[3]}/q", quant=qw)
+        acc = cv.emit("qnn.dense", [_qinput(cv, node, A, qa, "input a"), w])
+        return [cv.emit("qnn.requantize", [acc], {"out_scale": float(qy.scale), "out_zero_point": int(qy.zero_point),
+                                                  "out_dtype": ydt}, out=out)]
+
+    # general case: exact integer products in float64-free form: dequantize, matmul, quantize
+    def deq(v: Value, q: QuantParams) -> Value:
+        shape = [1] * v.type.rank
+        if q.axis is not None:
+            shape[q.axis] = q.scale.size
+        z = cv.const(q.zero_point.astype(np.float32).reshape(shape if q.axis is not None else ()))
+        s = cv.const(q.scale.astype(np.float32).reshape(shape if q.axis is not None else ()))
+        return cv.emit("multiply", [cv.emit("subtract", [cv.emit("cast", [v], {"dtype": "float32"}), z]), s])
+
+    y = _matmul_values(cv, deq(A, qa), deq(B, qb), None)
+    attrs = {"scale": float(qy.scale), "zero_point": int(qy.zero_point), "axis": None, "out_dtype": ydt}
+    return [cv.emit("qnn.quantize", [y], attrs, out=out)]
+
+
+#: ONNX ops (default domain) the frontend converts, sorted.
+SUPPORTED_OPS = tuple(sorted(_HANDLERS))

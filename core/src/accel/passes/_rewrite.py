@@ -1,0 +1,234 @@
+"""Machinery shared by the passes: one linear sweep that rebuilds a graph copy.
+
+A pass walks the nodes of its (already copied) graph in order and, for each
+node, either keeps it, drops it, or emits replacement nodes; values that go
+away are mapped to their replacements (:meth:`Rewriter.replace`). Nothing is
+searched or rewritten in place while walking, so a pass stays linear in the
+graph size: :meth:`Graph.replace_uses` (a full scan per call) is never used in
+a loop. :meth:`Rewriter.finish` resolves every input once, keeps the graph
+outputs' names (callers look results up by name), and drops dead nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from accel.errors import AccelError, GraphError
+from accel.ir import Graph, Node, QuantParams, TensorType, Value
+from accel.ops.registry import OpContext, get_op, infer_node_types
+
+
+def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def is_identity(perm: Sequence[int]) -> bool:
+    return all(i == p for i, p in enumerate(perm))
+
+
+def permute_quant(q: QuantParams | None, perm: Sequence[int]) -> QuantParams | None:
+    """Quantization of ``transpose(x, perm)`` given that of ``x``: a per-axis axis moves with its data."""
+    if q is None or q.axis is None:
+        return q
+    return QuantParams(q.scale, q.zero_point, list(perm).index(q.axis % len(perm)))
+
+
+def transposed_const(graph: Graph, value: Value, perm: Sequence[int], hint: str | None = None) -> Value:
+    """A new constant holding ``transpose(value, perm)`` (quantization axis remapped)."""
+    assert value.const is not None
+    data = np.ascontiguousarray(np.transpose(value.const, perm))
+    return graph.new_const(data, hint or value.name, permute_quant(value.type.quant, perm))
+
+
+def evaluate(node: Node, inputs: Sequence[Value]) -> list[np.ndarray]:
+    """Run ``node``'s reference kernel on the constant data of ``inputs`` (all constants)."""
+    in_types = tuple(v.type for v in inputs)
+    out_types = tuple(v.type for v in node.outputs)
+    consts = tuple(v.const for v in inputs)
+    ctx = OpContext(op=node.op, attrs=node.attrs, in_types=in_types, out_types=out_types, consts=consts, name=node.name)
+    try:
+        result = get_op(node.op).bind(ctx)(*consts)
+    except AccelError:
+        raise
+    except Exception as exc:  # a kernel failing on constants is a property of the model
+        raise GraphError(f"node {node.name!r} ({node.op}): evaluating it on its constant inputs failed: {exc}") from exc
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(results) != len(out_types):
+        raise GraphError(
+            f"node {node.name!r} ({node.op}): kernel returned {len(results)} outputs, expected {len(out_types)}"
+        )
+    for r, t in zip(results, out_types, strict=True):
+        if r.dtype.name != t.dtype or tuple(r.shape) != t.shape:
+            raise GraphError(
+                f"node {node.name!r} ({node.op}): kernel returned {r.dtype.name}[{','.join(map(str, r.shape))}], "
+                f"its type rule says {t}"
+            )
+    return results
+
+
+class Rewriter:
+    """Rebuilds the node list of ``graph`` (a copy the pass owns) in one forward sweep."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.nodes: list[Node] = []
+        self._subst: dict[int, Value] = {}
+        self._outputs = list(graph.outputs)
+        self._output_ids = {id(v) for v in graph.outputs}
+        # Use lists of the graph as it was when the sweep started.
+        self._users: dict[int, list[Node]] = {}
+        for node in graph.nodes:
+            seen: set[int] = set()
+            for v in node.inputs:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    self._users.setdefault(id(v), []).append(node)
+
+    # -- queries about the original graph --------------------------------------------------
+    def users(self, value: Value) -> list[Node]:
+        """Readers of ``value`` in the graph as it was before the sweep (empty for new values)."""
+        return self._users.get(id(value), [])
+
+    def is_output(self, value: Value) -> bool:
+        return id(value) in self._output_ids
+
+    def sole_user(self, value: Value, node: Node) -> bool:
+        """``node`` is the only reader of ``value``, which is no graph output."""
+        users = self._users.get(id(value), ())
+        return len(users) == 1 and users[0] is node and id(value) not in self._output_ids
+
+    # -- building -----------------------------------------------------------------------
+    def value(self, v: Value) -> Value:
+        """What ``v`` stands for now (follows replacements)."""
+        seen = v
+        while id(v) in self._subst:
+            v = self._subst[id(v)]
+        if v is not seen:
+            self._subst[id(seen)] = v
+        return v
+
+    def replace(self, old: Value, new: Value) -> None:
+        """Every later reader of ``old`` (and the graph outputs) reads ``new`` instead."""
+        if old is not new:
+            self._subst[id(old)] = new
+
+    def keep(self, node: Node) -> Node:
+        """Keep ``node``, reading the current replacements of its inputs.
+
+        When a replacement changed an input's type, the node's output types are
+        inferred again (in place), so later nodes see the new types.
+        """
+        new_inputs = [self.value(v) for v in node.inputs]
+        changed = any(a is not b for a, b in zip(new_inputs, node.inputs, strict=True))
+        if changed:
+            retype = any(a.type != b.type for a, b in zip(new_inputs, node.inputs, strict=True))
+            node.inputs = new_inputs
+            if retype:
+                attrs, types = infer_node_types(
+                    node.op, [v.type for v in new_inputs], node.attrs, body=node.body, node=node.name
+                )
+                node.attrs = attrs
+                for v, t in zip(node.outputs, types, strict=True):
+                    v.type = t
+        self.nodes.append(node)
+        return node
+
+    def emit(
+        self, op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None, *, name: str | None = None
+    ) -> Node:
+        """Create a node (types inferred, fresh names) reading the current replacements, and append it."""
+        node = self.graph.new_node(op, [self.value(v) for v in inputs], attrs, name=name)
+        self.nodes.append(node)
+        return node
+
+    def remake(
+        self, old: Node, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None, *, op: str | None = None
+    ) -> Node:
+        """A replacement of ``old`` under its own node and output names; maps old outputs to new ones."""
+        op = op or old.op
+        inputs = [self.value(v) for v in inputs]
+        full, types = infer_node_types(
+            op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
+        )
+        node = Node(op, inputs, full, types, name=old.name, output_names=[v.name for v in old.outputs], body=old.body)
+        self.nodes.append(node)
+        for o, n in zip(old.outputs, node.outputs, strict=True):
+            self.replace(o, n)
+        return node
+
+    def adopt_names(self, new: Node, old: Node) -> Node:
+        """Give ``new`` the node and output names of ``old``, which this rewrite makes dead.
+
+        Only for nodes that will have no reader left when the sweep ends (dead
+        nodes are dropped before names are checked), so that a rewritten model
+        keeps the names of the model it came from.
+        """
+        new.name = old.name
+        for nv, ov in zip(new.outputs, old.outputs, strict=True):
+            nv.name = ov.name
+        return new
+
+    def const(self, data: Any, hint: str = "const", quant: QuantParams | None = None) -> Value:
+        return self.graph.new_const(data, hint, quant)
+
+    # -- finishing ----------------------------------------------------------------------
+    def finish(self, *, dce: bool = True) -> Graph:
+        """Install the new node list, resolve every input and output, keep output names."""
+        g = self.graph
+        for node in self.nodes:
+            if any(id(v) in self._subst for v in node.inputs):
+                node.inputs = [self.value(v) for v in node.inputs]
+        g.nodes = self.nodes
+        g.outputs = [self.value(v) for v in self._outputs]
+        g.sort()
+        if dce:
+            from accel.passes.dce import remove_dead_nodes
+
+            remove_dead_nodes(g)
+        _restore_output_names(g, [v.name for v in self._outputs])
+        return g
+
+
+def _restore_output_names(g: Graph, names: list[str]) -> None:
+    """Give each graph output value its original name (renaming, or adding a copy when it cannot)."""
+    if all(v.name == n for v, n in zip(g.outputs, names, strict=True)):
+        return
+    owner: dict[str, Value] = {v.name: v for v in g.values()}
+    claimed: dict[int, str] = {}
+    outputs = list(g.outputs)
+    extra: list[Node] = []
+    for i, (v, name) in enumerate(zip(outputs, names, strict=True)):
+        if v.name == name and claimed.get(id(v), name) == name:
+            claimed[id(v)] = name
+            continue
+        renamable = id(v) not in claimed and not any(v is x for x in g.inputs)
+        if renamable:
+            target = v
+        elif v.const is not None:
+            target = Value.constant(g.fresh_name(name), v.const, v.type.quant)
+        else:
+            # A graph input (or a value already named as another output) needs a copy node.
+            node = g.new_node("reshape", [v], {"newshape": v.type.shape}, name="copy")
+            extra.append(node)
+            target = node.output
+        other = owner.get(name)
+        if other is not None and other is not target:
+            other.name = g.fresh_name(name)
+            owner[other.name] = other
+        target.name = name
+        owner[name] = target
+        claimed[id(target)] = name
+        outputs[i] = target
+    if extra:
+        g.nodes = [*g.nodes, *extra]
+    g.outputs = outputs
+
+
+def same_type_ignoring_quant(a: TensorType, b: TensorType) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype

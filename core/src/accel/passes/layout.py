@@ -1,0 +1,332 @@
+"""Data layout conversion (NCHW ⇄ NHWC) with transposes that cancel.
+
+Every value of the original graph is tracked as a *representation*: a value
+of the new graph together with a permutation ``p`` such that
+``new = transpose(original, p)``. Layout-sensitive ops are rebuilt in the
+target layout and produce permuted representations; layout-agnostic ops
+(elementwise, activations, per-tensor (re)quantization, axis-parameterised
+ops whose axis is remapped) simply carry the permutation through; explicit
+``transpose`` / ``layout_transform`` nodes become bookkeeping. A real
+transpose is only emitted where a consumer needs another permutation than
+the one its input has (an op that is not layout-agnostic, a graph output), so
+inverse transposes never meet and a whole network converts with one
+transpose per graph input and per 4-D graph output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from accel.errors import GraphError
+from accel.ir import Graph, Node, QuantParams, Value
+from accel.ops.nn import pad_pairs
+from accel.ops.registry import infer_node_types
+from accel.passes._rewrite import Rewriter, is_identity, permute_quant, transposed_const
+
+LAYOUTS = ("NCHW", "NHWC")
+_CONV_KERNEL = {
+    ("nn.conv2d", "NCHW"): "OIHW",
+    ("nn.conv2d", "NHWC"): "OHWI",
+    ("qnn.conv2d", "NCHW"): "OIHW",
+    ("qnn.conv2d", "NHWC"): "OHWI",
+    ("nn.conv2d_transpose", "NCHW"): "IOHW",
+    ("nn.conv2d_transpose", "NHWC"): "OHWI",
+    ("qnn.conv2d_transpose", "NCHW"): "IOHW",
+    ("qnn.conv2d_transpose", "NHWC"): "OHWI",
+}
+_SPATIAL = frozenset(
+    {
+        "nn.max_pool2d",
+        "nn.avg_pool2d",
+        "nn.global_max_pool2d",
+        "nn.global_avg_pool2d",
+        "nn.depth_to_space",
+        "image.resize2d",
+    }
+)
+_UNARY = frozenset(
+    {
+        "nn.relu", "nn.leaky_relu", "clip", "sigmoid", "tanh", "sqrt", "exp", "abs", "negative", "erf", "nn.gelu",
+        "cast", "qnn.quantize", "qnn.dequantize", "qnn.requantize",
+    }
+)  # fmt: skip
+_BINARY = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "qnn.add", "qnn.mul"})
+_AXIS_OPS = frozenset({"nn.bias_add", "nn.batch_norm", "nn.instance_norm", "nn.softmax", "split"})
+
+Perm = tuple[int, ...]
+
+
+def layout_perm(src: str, dst: str) -> Perm:
+    """The ``axes`` of the transpose taking a tensor laid out as ``src`` to ``dst``."""
+    return tuple(src.index(c) for c in dst)
+
+
+def convert_layout(graph: Graph, layout: str = "NHWC") -> Graph:
+    """Rewrite layout-sensitive ops to ``layout`` (``"NHWC"`` or ``"NCHW"``).
+
+    Convolutions (``nn.conv2d``, ``qnn.conv2d`` and their transposed forms)
+    get ``data_layout=layout`` and the matching kernel layout (``OHWI`` for
+    NHWC; ``OIHW``, or ``IOHW`` for transposed convolutions, for NCHW), with
+    constant weights re-laid out as constants; pools, ``nn.depth_to_space`` and
+    ``image.resize2d`` get ``layout``; ``nn.bias_add`` / ``nn.batch_norm`` /
+    ``nn.instance_norm`` / ``nn.softmax`` / ``split`` / ``concatenate`` /
+    ``mean`` axes, ``nn.pad`` widths and per-axis quantization axes are
+    remapped. Transposes are inserted only at the boundaries (graph inputs
+    and outputs, ops that need the original order) and existing ones are
+    merged into the tracking, so adjacent inverse transposes cancel.
+
+    Requires: a typed graph in topological order (any graph: ops it does not
+    know run on their original layout). Guarantees: bit-identical results,
+    the same inputs and outputs (names, shapes), nodes left without readers
+    removed. The input graph is not modified.
+    """
+    if layout not in LAYOUTS:
+        raise GraphError(f"layout {layout!r} is not supported; use one of {', '.join(LAYOUTS)}")
+    g = graph.copy()
+    return _LayoutConverter(g, layout).run()
+
+
+class _LayoutConverter:
+    def __init__(self, graph: Graph, layout: str):
+        self.g = graph
+        self.layout = layout
+        self.rw = Rewriter(graph)
+        self.rep: dict[int, tuple[Value, Perm]] = {}
+        self.cache: dict[tuple[int, Perm], Value] = {}
+
+    # -- representations -------------------------------------------------------------------
+    def get(self, v: Value) -> tuple[Value, Perm]:
+        found = self.rep.get(id(v))
+        if found is None:
+            return v, tuple(range(v.type.rank))
+        return found
+
+    def as_perm(self, v: Value, p: Perm) -> Value:
+        """A value holding ``transpose(v, p)`` (``v`` an original value)."""
+        nv, cur = self.get(v)
+        if cur == p:
+            return nv
+        key = (id(v), p)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        axes = tuple(cur.index(i) for i in p)
+        if nv.const is not None:
+            out = transposed_const(self.g, nv, axes)
+        else:
+            out = self.rw.emit("transpose", [nv], {"axes": axes}).output
+        self.cache[key] = out
+        return out
+
+    def plain(self, v: Value) -> Value:
+        return self.as_perm(v, tuple(range(v.type.rank)))
+
+    def set_rep(self, old: Value, new: Value, p: Perm) -> None:
+        want = tuple(old.type.shape[i] for i in p)
+        if new.type.shape != want:
+            raise GraphError(
+                f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
+            )
+        self.rep[id(old)] = (new, p)
+
+    def make(self, old: Node, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None) -> Node:
+        """``old`` rebuilt on new inputs under its own names (types inferred)."""
+        full, types = infer_node_types(
+            old.op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
+        )
+        node = Node(
+            old.op, inputs, full, types, name=old.name, output_names=[v.name for v in old.outputs], body=old.body
+        )
+        self.rw.nodes.append(node)
+        return node
+
+    # -- the sweep -----------------------------------------------------------------------
+    def run(self) -> Graph:
+        for node in self.g.nodes:
+            op = node.op
+            handled = False
+            if op in ("transpose", "layout_transform"):
+                handled = self.transpose(node)
+            elif (op, "NCHW") in _CONV_KERNEL:
+                handled = self.conv(node)
+            elif op in _SPATIAL:
+                handled = self.spatial(node)
+            elif op in _UNARY:
+                handled = self.unary(node)
+            elif op in _BINARY:
+                handled = self.binary(node)
+            elif op in _AXIS_OPS:
+                handled = self.axis_op(node)
+            elif op in ("concatenate", "qnn.concatenate"):
+                handled = self.concat(node)
+            elif op == "nn.pad":
+                handled = self.pad(node)
+            elif op == "mean":
+                handled = self.mean(node)
+            elif op == "reshape":
+                handled = self.reshape(node)
+            if not handled:
+                self.default(node)
+        for v in self.g.outputs:
+            self.rw.replace(v, self.plain(v))
+        return self.rw.finish()
+
+    def default(self, node: Node) -> None:
+        """Any op: inputs in their original order."""
+        inputs = [self.plain(v) for v in node.inputs]
+        if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
+            self.rw.nodes.append(node)
+            return
+        new = self.make(node, inputs)
+        for o, n in zip(node.outputs, new.outputs, strict=True):
+            self.set_rep(o, n, tuple(range(o.type.rank)))
+
+    # -- handlers (return False to fall back to ``default``) -----------------------------
+    def transpose(self, node: Node) -> bool:
+        x = node.inputs[0]
+        nx, p = self.get(x)
+        rank = x.type.rank
+        if node.op == "layout_transform":
+            axes = layout_perm(node.attrs["src_layout"], node.attrs["dst_layout"])
+        elif node.attrs["axes"] is None:
+            axes = tuple(range(rank - 1, -1, -1))
+        else:
+            axes = tuple(a % rank for a in node.attrs["axes"])
+        # out = x.T(axes) and nx = x.T(p), so nx = out.T(q) with axes[q[i]] = p[i]
+        self.set_rep(node.output, nx, tuple(axes.index(i) for i in p))
+        return True
+
+    def conv(self, node: Node) -> bool:
+        src = node.attrs["data_layout"]
+        kernel_src = node.attrs["kernel_layout"]
+        kernel_dst = _CONV_KERNEL[(node.op, self.layout)]
+        p = layout_perm(src, self.layout)
+        data = self.as_perm(node.inputs[0], p)
+        weight = self.as_perm(node.inputs[1], layout_perm(kernel_src, kernel_dst))
+        new = self.make(node, [data, weight], {**node.attrs, "data_layout": self.layout, "kernel_layout": kernel_dst})
+        self.set_rep(node.output, new.output, p)
+        return True
+
+    def spatial(self, node: Node) -> bool:
+        p = layout_perm(node.attrs["layout"], self.layout)
+        new = self.make(node, [self.as_perm(node.inputs[0], p)], {**node.attrs, "layout": self.layout})
+        self.set_rep(node.output, new.output, p)
+        return True
+
+    def unary(self, node: Node) -> bool:
+        x = node.inputs[0]
+        nx, p = self.get(x)
+        if is_identity(p):
+            return False
+        attrs = dict(node.attrs)
+        if node.op in ("qnn.quantize", "qnn.dequantize") and attrs.get("axis") is not None:
+            attrs["axis"] = p.index(attrs["axis"] % len(p))
+        new = self.make(node, [nx], attrs)
+        self.set_rep(node.output, new.output, p)
+        return True
+
+    def _common_perm(self, values: Sequence[Value], rank: int) -> Perm | None:
+        """The permutation to run an op in: that of the first permuted non-constant input."""
+        for v in values:
+            if v.const is None:
+                _, p = self.get(v)
+                if v.type.rank == rank and not is_identity(p):
+                    return p
+        return None
+
+    def binary(self, node: Node) -> bool:
+        rank = node.output.type.rank
+        p = self._common_perm(node.inputs, rank)
+        if p is None or any(v.const is None and v.type.rank != rank for v in node.inputs):
+            return False
+        inputs = []
+        for v in node.inputs:
+            if v.const is None:
+                inputs.append(self.as_perm(v, p))
+            elif v.type.size == 1:
+                inputs.append(v)  # a single value broadcasts the same in any order
+            else:
+                inputs.append(self._permuted_operand(v, rank, p))
+        new = self.make(node, inputs)
+        self.set_rep(node.output, new.output, p)
+        return True
+
+    def _permuted_operand(self, v: Value, rank: int, p: Perm) -> Value:
+        """A constant operand broadcast to ``rank`` dims (leading 1s), then permuted by ``p``."""
+        assert v.const is not None
+        pad = rank - v.type.rank
+        data = v.const.reshape((1,) * pad + v.const.shape)
+        q = v.type.quant
+        if q is not None and q.axis is not None:
+            q = QuantParams(q.scale, q.zero_point, q.axis % v.type.rank + pad)
+        data = np.ascontiguousarray(np.transpose(data, p))
+        return self.g.new_const(data, v.name, permute_quant(q, p))
+
+    def axis_op(self, node: Node) -> bool:
+        x = node.inputs[0]
+        nx, p = self.get(x)
+        if is_identity(p) or (node.op == "nn.instance_norm" and p[0] != 0):
+            return False
+        axis = p.index(node.attrs["axis"] % len(p))
+        inputs = [nx, *(self.plain(v) for v in node.inputs[1:])]
+        new = self.make(node, inputs, {**node.attrs, "axis": axis})
+        for o, n in zip(node.outputs, new.outputs, strict=True):
+            self.set_rep(o, n, p)
+        return True
+
+    def concat(self, node: Node) -> bool:
+        rank = node.output.type.rank
+        p = self._common_perm(node.inputs, rank)
+        if p is None:
+            return False
+        inputs = [self.as_perm(v, p) for v in node.inputs]
+        new = self.make(node, inputs, {**node.attrs, "axis": p.index(node.attrs["axis"] % rank)})
+        self.set_rep(node.output, new.output, p)
+        return True
+
+    def pad(self, node: Node) -> bool:
+        x = node.inputs[0]
+        nx, p = self.get(x)
+        if is_identity(p):
+            return False
+        pairs = pad_pairs(node.attrs["pad_width"], len(p))
+        new = self.make(node, [nx], {**node.attrs, "pad_width": tuple(pairs[i] for i in p)})
+        self.set_rep(node.output, new.output, p)
+        return True
+
+    def mean(self, node: Node) -> bool:
+        x = node.inputs[0]
+        nx, p = self.get(x)
+        rank = len(p)
+        if is_identity(p):
+            return False
+        axes = tuple(a % rank for a in node.attrs["axis"]) or tuple(range(rank))
+        new_axes = tuple(sorted(p.index(a) for a in axes))
+        new = self.make(node, [nx], {**node.attrs, "axis": new_axes})
+        if node.attrs["keepdims"]:
+            out_p = p
+        else:
+            kept = [a for a in range(rank) if a not in axes]  # original axes, in output order
+            out_p = tuple(kept.index(p[i]) for i in range(rank) if i not in new_axes)
+        self.set_rep(node.output, new.output, out_p)
+        return True
+
+    def reshape(self, node: Node) -> bool:
+        x = node.inputs[0]
+        nx, p = self.get(x)
+        if is_identity(p):
+            return False
+        # Reading nx in memory order gives the same sequence as reading x when the
+        # permutation only moves axes of size 1 (e.g. flattening NHWC [N,1,1,C]).
+        moved = [i for i in p if x.type.shape[i] != 1]
+        if moved != sorted(moved):
+            return False
+        new = self.make(node, [nx])
+        if new.output.type != node.output.type:
+            self.rw.nodes.pop()
+            return False
+        self.set_rep(node.output, new.output, tuple(range(node.output.type.rank)))
+        return True

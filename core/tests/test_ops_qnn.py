@@ -1,0 +1,663 @@
+"""qnn ops against ONNX Runtime on single-node ONNX models, plus their type rules.
+
+QuantizeLinear / DequantizeLinear must match exactly. The requantizing ops
+(QLinearConv, QLinearMatMul, QLinearAdd/Mul/Concat) use float rescaling in ORT
+and fixed point here, so they must agree within ±1 everywhere (and exactly on
+almost every element). The int32 accumulators (qnn.conv2d, conv2d_transpose,
+dense) are checked exactly against ORT's float Conv/ConvTranspose run on the
+zero-point-subtracted values, which float32 represents and sums exactly here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from accel.errors import TypeInferenceError
+from accel.executor import ReferenceExecutor
+from accel.ir import Graph, QuantParams, TensorType, Value
+
+OPSET = 19
+RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
+
+#: element-match statistics of the requantizing comparisons, printed at the end (-s)
+EXACT: dict[str, tuple[int, int]] = {}
+
+
+# -- running a node in ONNX Runtime -------------------------------------------------
+
+
+def ort_run(
+    node: onnx.NodeProto,
+    inputs: dict[str, np.ndarray],
+    inits: dict[str, np.ndarray],
+    out_type: int,
+    *,
+    microsoft: bool = False,
+) -> np.ndarray:
+    """Run one ONNX node (graph inputs ``inputs``, initializers ``inits``) and return its output."""
+    graph = helper.make_graph(
+        [node],
+        "single_node",
+        [
+            helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for k, v in inputs.items()
+        ],
+        [helper.make_tensor_value_info(node.output[0], out_type, None)],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()],
+    )
+    opsets = [helper.make_opsetid("", OPSET)]
+    if microsoft:
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 9
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, inputs)[0]
+
+
+# -- building and running an accel graph ------------------------------------------
+
+
+class Net:
+    """A tiny accel graph built op by op, run on the reference executor."""
+
+    def __init__(self, **inputs: TensorType):
+        self.inputs = [Value(name, t) for name, t in inputs.items()]
+        self.graph = Graph(self.inputs, [], [])
+        self.nodes: list[Any] = []
+
+    def __getitem__(self, name: str) -> Value:
+        return next(v for v in self.inputs if v.name == name)
+
+    def const(self, data: np.ndarray, quant: QuantParams | None = None) -> Value:
+        return self.graph.new_const(data, "c", quant)
+
+    def op(self, op: str, inputs: Sequence[Value], **attrs: Any) -> Value:
+        node = self.graph.new_node(op, inputs, attrs)
+        self.nodes.append(node)
+        return node.output
+
+    def run_partial(self, out: Value, **feeds: np.ndarray) -> np.ndarray:
+        """Run the nodes built so far up to ``out``; the net stays open for more nodes."""
+        g = Graph(self.inputs, [out], list(self.nodes))
+        return ReferenceExecutor(g).run(feeds)[out.name]
+
+    def run(self, out: Value, **feeds: np.ndarray) -> np.ndarray:
+        self.graph.nodes = self.nodes
+        self.graph.outputs = [out]
+        self.graph.lint()
+        return ReferenceExecutor(self.graph).run(feeds)[out.name]
+
+
+def qtype(a: np.ndarray, scale: Any, zp: Any, axis: int | None = None) -> TensorType:
+    return TensorType(a.shape, a.dtype.name, QuantParams(scale, zp, axis))
+
+
+def agree_within_one(name: str, ours: np.ndarray, theirs: np.ndarray, min_exact: float = 0.99) -> None:
+    """Every element within ±1 of ORT, at least ``min_exact`` of them equal; record the exact fraction.
+
+    ORT rescales in float (one rounding, half to even); the fixed-point definition
+    rounds twice (SRDHM, then RDBPOT). With large accumulators (conv, matmul) the
+    two agree almost everywhere; rescaling raw 8-bit values with a small right
+    shift (concatenate, mul) leaves the first rounding few fraction bits, so
+    ties of the second one, and ±1 differences, are more frequent there.
+    """
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    diff = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
+    exact = int((diff == 0).sum())
+    EXACT[name] = (exact, diff.size)
+    assert int(diff.max()) <= 1, f"{name}: {int((diff > 1).sum())} elements differ by more than 1"
+    assert exact / diff.size >= min_exact, f"{name}: only {exact}/{diff.size} elements match exactly"
+
+
+def rand_q(rng: np.random.Generator, shape: Sequence[int], dtype: str) -> np.ndarray:
+    lo, hi = RANGE[dtype]
+    return rng.integers(lo, hi, shape, endpoint=True).astype(dtype)
+
+
+def weight_q(rng: np.random.Generator, shape: Sequence[int], wdt: str, xdt: str) -> np.ndarray:
+    """Random weights; int8 weights against uint8 data are kept to 7 bits.
+
+    ORT's AVX2 u8s8 GEMM multiplies with vpmaddubsw, which saturates each pair of
+    products in int16, so full-range int8 weights give wrong sums on CPUs without
+    AVX-512/VNNI (microsoft/onnxruntime#16105; why ORT's quantizer has
+    ``reduce_range``). 7-bit weights keep ORT exact, so what is compared here is
+    the arithmetic, not that limitation.
+    """
+    if xdt == "uint8" and wdt == "int8":
+        return rng.integers(-64, 63, shape, endpoint=True).astype(np.int8)
+    return rand_q(rng, shape, wdt)
+
+
+def f32(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32)
+
+
+# -- QuantizeLinear / DequantizeLinear: exact -------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("axis", [None, 1, -1])
+def test_quantize_matches_quantize_linear(dtype: str, axis: int | None) -> None:
+    rng = np.random.default_rng(1)
+    x = f32(rng.normal(0, 3, (2, 5, 4, 6)))
+    x.reshape(-1)[:64] = f32((np.arange(64) - 32 + 0.5) * 0.25)  # exact ties for the 0.25 scale
+    if axis is None:
+        scale, zp = f32(0.25), np.array(7 if dtype == "uint8" else -3, dtype=dtype)
+    else:
+        n = x.shape[axis]
+        scale = f32(rng.uniform(0.005, 0.1, n))
+        scale[0] = 0.25
+        zp = rand_q(rng, (n,), dtype) // 2
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    if axis is not None:
+        node.attribute.append(helper.make_attribute("axis", axis))
+    want = ort_run(node, {"x": x}, {"s": scale, "z": zp}, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    net = Net(x=TensorType(x.shape, "float32"))
+    attrs: dict[str, Any] = {"scale": scale, "zero_point": zp, "out_dtype": dtype, "axis": axis}
+    y = net.op("qnn.quantize", [net["x"]], **attrs)
+    assert y.type.quant == QuantParams(scale, zp, None if axis is None else axis % 4)
+    got = net.run(y, x=x)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32"])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_dequantize_matches_dequantize_linear(dtype: str, per_axis: bool) -> None:
+    rng = np.random.default_rng(2)
+    if dtype == "int32":
+        q = rng.integers(-(1 << 30), 1 << 30, (3, 4, 5)).astype(np.int32)
+        zp = np.zeros(4 if per_axis else (), dtype=np.int32)
+    else:
+        q = rand_q(rng, (3, 4, 5), dtype)
+        zp = rand_q(rng, (4,) if per_axis else (), dtype)
+    scale = f32(rng.uniform(0.001, 0.5, 4 if per_axis else ()))
+    axis = 1 if per_axis else None
+    node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])
+    if per_axis:
+        node.attribute.append(helper.make_attribute("axis", 1))
+    want = ort_run(node, {"q": q}, {"s": scale, "z": zp}, TensorProto.FLOAT)
+    net = Net(q=qtype(q, scale, zp, axis))
+    y = net.op("qnn.dequantize", [net["q"]])
+    assert y.type == TensorType(q.shape, "float32")
+    np.testing.assert_array_equal(net.run(y, q=q), want)
+
+
+# -- QLinearConv ≡ qnn.conv2d + nn.bias_add + qnn.requantize ----------------------
+
+CONV_CASES = {
+    # name: x dtype, w dtype, per-channel, C, O, groups, kernel, strides, pads, dilations
+    "u8u8_pad": ("uint8", "uint8", False, 3, 8, 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    "s8s8_stride_asym_pad": ("int8", "int8", False, 4, 6, 1, (3, 2), (2, 2), (0, 1, 2, 1), (1, 1)),
+    "u8s8_per_channel": ("uint8", "int8", True, 5, 7, 1, (3, 3), (1, 2), (1, 0, 1, 2), (1, 1)),
+    "u8u8_per_channel_same_zp": ("uint8", "uint8", True, 4, 6, 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    "groups_per_channel": ("uint8", "int8", True, 6, 9, 3, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    "depthwise": ("uint8", "uint8", False, 8, 8, 8, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    "depthwise_mult2_per_channel": ("int8", "int8", True, 4, 8, 4, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    "dilated": ("uint8", "int8", True, 3, 4, 1, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+    "pointwise": ("int8", "int8", True, 16, 12, 1, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_qlinearconv(case: str) -> None:
+    xdt, wdt, per_channel, c, o, groups, (kh, kw), strides, pads, dil = CONV_CASES[case]
+    rng = np.random.default_rng(abs(hash(case)) % 2**32)
+    x = rand_q(rng, (2, c, 11, 10), xdt)
+    w = weight_q(rng, (o, c // groups, kh, kw), wdt, xdt)
+    sx, zx = f32(0.021), np.array(rng.integers(*RANGE[xdt]) // 2, dtype=xdt)
+    if per_channel:
+        sw = f32(rng.uniform(0.002, 0.02, o))
+        zw = np.full(o, 0 if wdt == "int8" else 119, dtype=wdt)  # ORT: per-channel zero points all equal
+    else:
+        sw, zw = f32(0.0071), np.array(0 if wdt == "int8" else 131, dtype=wdt)
+    bias = rng.integers(-20000, 20000, o).astype(np.int32)
+    ydt = xdt
+    attrs = dict(strides=strides, padding=pads, dilation=dil, groups=groups)
+
+    net = Net(x=qtype(x, sx, zx))
+    wq = QuantParams(sw, zw, 0 if per_channel else None)
+    acc = net.op("qnn.conv2d", [net["x"], net.const(w, wq)], **attrs)
+    assert acc.type.dtype == "int32" and acc.type.quant is not None
+    assert acc.type.quant.axis == (1 if per_channel else None)
+    np.testing.assert_array_equal(acc.type.quant.scale, sx * sw)
+    biased = net.op("nn.bias_add", [acc, net.const(bias)], axis=1)
+    # an output scale that spreads the real results over most of the 8-bit range
+    acc_vals = net.run_partial(biased, x=x)
+    real = (
+        acc_vals.astype(np.float64) * np.asarray(sx * sw, np.float64).reshape(-1, 1, 1)
+        if per_channel
+        else acc_vals * float(sx * sw)
+    )
+    sy = f32(np.abs(real).max() / 110)
+    zy = np.array(5 if ydt == "uint8" else -4, dtype=ydt)
+    y = net.op("qnn.requantize", [biased], out_scale=sy, out_zero_point=zy, out_dtype=ydt)
+    got = net.run(y, x=x)
+
+    node = helper.make_node(
+        "QLinearConv",
+        ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"],
+        ["y"],
+        group=groups,
+        strides=list(strides),
+        pads=list(pads),
+        dilations=list(dil),
+        kernel_shape=[kh, kw],
+    )
+    inits = {"sx": sx, "zx": zx, "w": w, "sw": sw, "zw": zw, "sy": sy, "zy": zy, "b": bias}
+    want = ort_run(node, {"x": x}, inits, helper.np_dtype_to_tensor_dtype(np.dtype(ydt)))
+    agree_within_one(f"QLinearConv[{case}]", got, want)
+
+
+# -- QLinearMatMul ≡ qnn.dense + qnn.requantize -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "adt,bdt,per_column,a_shape",
+    [
+        ("uint8", "uint8", False, (70, 33)),
+        ("int8", "int8", False, (2, 25, 40)),
+        ("uint8", "int8", True, (90, 64)),
+        ("int8", "int8", True, (3, 40, 17)),
+    ],
+)
+def test_qlinearmatmul(adt: str, bdt: str, per_column: bool, a_shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(sum(a_shape) + per_column)
+    k, n = a_shape[-1], 24
+    a = rand_q(rng, a_shape, adt)
+    b = weight_q(rng, (k, n), bdt, adt)
+    sa, za = f32(0.013), np.array(rng.integers(*RANGE[adt]) // 3, dtype=adt)
+    if per_column:
+        sb, zb = f32(rng.uniform(0.003, 0.03, n)), np.zeros(n, dtype=bdt)
+    else:
+        sb, zb = f32(0.009), np.array(0 if bdt == "int8" else 128, dtype=bdt)
+    net = Net(a=qtype(a, sa, za))
+    wq = QuantParams(sb, zb, 0 if per_column else None)
+    acc = net.op("qnn.dense", [net["a"], net.const(np.ascontiguousarray(b.T), wq)])
+    assert acc.type.shape == (*a_shape[:-1], n) and acc.type.dtype == "int32"
+    assert acc.type.quant is not None and acc.type.quant.axis == (len(a_shape) - 1 if per_column else None)
+    acc_vals = net.run_partial(acc, a=a)
+    # the accumulator is the exact integer product
+    want_acc = (a.astype(np.int64) - za.astype(np.int64)) @ (b.astype(np.int64) - zb.astype(np.int64))
+    np.testing.assert_array_equal(acc_vals, want_acc)
+    sy = f32(np.abs(acc_vals * (sa * sb).astype(np.float64)).max() / 120)
+    zy = np.array(-2 if adt == "int8" else 128, dtype=adt)
+    y = net.op("qnn.requantize", [acc], out_scale=sy, out_zero_point=zy, out_dtype=adt)
+    got = net.run(y, a=a)
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    inits = {"sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sy": sy, "zy": zy}
+    want = ort_run(node, {"a": a}, inits, helper.np_dtype_to_tensor_dtype(np.dtype(adt)))
+    agree_within_one(f"QLinearMatMul[{adt}x{bdt},{'per-column' if per_column else 'per-tensor'},{a_shape}]", got, want)
+
+
+# -- QLinearAdd / QLinearMul / QLinearConcat (com.microsoft) -----------------------
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("op", ["add", "mul"])
+@pytest.mark.parametrize("b_shape", [(2, 3, 8, 9), (1, 3, 1, 9), ()])
+def test_qlinear_add_mul(dtype: str, op: str, b_shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(len(b_shape) * 10 + (op == "mul") * 2 + (dtype == "int8"))
+    a = rand_q(rng, (2, 3, 8, 9), dtype)
+    b = rand_q(rng, b_shape, dtype)
+    lo, hi = RANGE[dtype]
+    sa, sb = f32(0.037), f32(0.0113)
+    za, zb = (np.array(v, dtype=dtype) for v in rng.integers(lo // 2, hi // 2, 2))
+    if op == "add":
+        sc, zc = f32(0.041), np.array((lo + hi) // 2 + 3, dtype=dtype)
+    else:
+        sc, zc = f32(0.037 * 0.0113 * 97.31), np.array(lo + 100, dtype=dtype)  # a generic ratio: no exact ties
+    net = Net(a=qtype(a, sa, za), b=qtype(b, sb, zb))
+    y = net.op(f"qnn.{op}", [net["a"], net["b"]], out_scale=sc, out_zero_point=zc)
+    assert y.type == TensorType(a.shape, dtype, QuantParams(sc, zc))
+    got = net.run(y, a=a, b=b)
+    node = helper.make_node(
+        "QLinearAdd" if op == "add" else "QLinearMul",
+        ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"],
+        ["y"],
+        domain="com.microsoft",
+    )
+    inits = {"sa": sa, "za": za, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
+    want = ort_run(node, {"a": a, "b": b}, inits, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), microsoft=True)
+    agree_within_one(f"QLinear{op.capitalize()}[{dtype},b{list(b_shape)}]", got, want, 0.99 if op == "add" else 0.9)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("axis", [1, -1])
+def test_qlinear_concat(dtype: str, axis: int) -> None:
+    rng = np.random.default_rng(7 + axis)
+    lo, _hi = RANGE[dtype]
+    sy, zy = f32(0.05), np.array(lo + 120, dtype=dtype)
+    shapes = [(2, 3, 4, 5), (2, 3, 4, 5), (2, 3, 4, 5)]
+    params = [(f32(0.02), np.array(lo + 30, dtype=dtype)), (sy, zy), (f32(0.11), np.array(lo + 200, dtype=dtype))]
+    xs = [rand_q(rng, s, dtype) for s in shapes]
+    net = Net(**{f"x{i}": qtype(x, s, z) for i, (x, (s, z)) in enumerate(zip(xs, params, strict=True))})
+    y = net.op("qnn.concatenate", [net[f"x{i}"] for i in range(3)], axis=axis, out_scale=sy, out_zero_point=zy)
+    got = net.run(y, **{f"x{i}": x for i, x in enumerate(xs)})
+    np.testing.assert_array_equal(np.split(got, 3, axis=axis)[1], xs[1])  # equal parameters: copied as is
+    names = ["sy", "zy"]
+    inits: dict[str, np.ndarray] = {"sy": sy, "zy": zy}
+    for i, (s, z) in enumerate(params):
+        names += [f"x{i}", f"s{i}", f"z{i}"]
+        inits[f"s{i}"], inits[f"z{i}"] = s, z
+    node = helper.make_node("QLinearConcat", names, ["y"], domain="com.microsoft", axis=axis)
+    want = ort_run(
+        node,
+        {f"x{i}": x for i, x in enumerate(xs)},
+        inits,
+        helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+        microsoft=True,
+    )
+    agree_within_one(f"QLinearConcat[{dtype},axis={axis}]", got, want, 0.9)
+
+
+# -- exact accumulators vs ORT's float Conv / ConvTranspose on centred values ------
+
+
+def _float_conv_ort(op: str, xc: np.ndarray, wc: np.ndarray, **attrs: Any) -> np.ndarray:
+    node = helper.make_node(op, ["x", "w"], ["y"], **attrs)
+    return ort_run(node, {"x": f32(xc)}, {"w": f32(wc)}, TensorProto.FLOAT)
+
+
+def _to_layout(a: np.ndarray, src: str, dst: str) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose([src.index(ch) for ch in dst]))
+
+
+@pytest.mark.parametrize(
+    "data_layout,kernel_layout", [("NCHW", "OIHW"), ("NHWC", "OHWI"), ("NHWC", "HWIO"), ("NCHW", "IHWO")]
+)
+def test_conv2d_accumulator_exact_with_per_channel_zero_points(data_layout: str, kernel_layout: str) -> None:
+    rng = np.random.default_rng(11)
+    c, o, groups = 6, 4, 2
+    x = rand_q(rng, (1, c, 9, 8), "uint8")
+    w = rand_q(rng, (o, c // groups, 3, 3), "uint8")
+    zx = 77
+    zw = rng.integers(0, 256, o)  # distinct per-channel zero points (beyond what QLinearConv allows)
+    sw = f32(rng.uniform(0.01, 0.02, o))
+    attrs = dict(
+        strides=(2, 1), padding=(1, 2, 0, 1), groups=groups, data_layout=data_layout, kernel_layout=kernel_layout
+    )
+    xl = _to_layout(x, "NCHW", data_layout)
+    net = Net(x=qtype(xl, 0.5, zx))
+    wq = QuantParams(sw, zw, kernel_layout.index("O"))
+    acc = net.op("qnn.conv2d", [net["x"], net.const(_to_layout(w, "OIHW", kernel_layout), wq)], **attrs)
+    assert acc.type.quant == QuantParams(f32(0.5) * sw, 0, 1 if data_layout == "NCHW" else 3)
+    got = net.run(acc, x=xl)
+    want = _float_conv_ort(
+        "Conv",
+        x.astype(np.float64) - zx,
+        w.astype(np.float64) - zw.reshape(-1, 1, 1, 1),
+        strides=[2, 1],
+        pads=[1, 2, 0, 1],
+        group=groups,
+    )
+    np.testing.assert_array_equal(got, _to_layout(np.rint(want).astype(np.int32), "NCHW", data_layout))
+
+
+@pytest.mark.parametrize(
+    "groups,strides,pads,output_padding,dilation,data_layout,kernel_layout,per_channel",
+    [
+        (1, (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), "NCHW", "IOHW", False),
+        (2, (2, 1), (0, 1, 1, 0), (1, 0), (1, 1), "NCHW", "IOHW", True),
+        (1, (1, 1), (0, 0, 0, 0), (0, 0), (2, 2), "NHWC", "OHWI", True),
+        (1, (3, 2), (2, 1, 0, 1), (2, 1), (1, 1), "NHWC", "IOHW", False),
+    ],
+)
+def test_conv2d_transpose_accumulator_exact(
+    groups: int,
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    output_padding: tuple[int, int],
+    dilation: tuple[int, int],
+    data_layout: str,
+    kernel_layout: str,
+    per_channel: bool,
+) -> None:
+    rng = np.random.default_rng(groups + strides[0])
+    c, og = 4, 3
+    x = rand_q(rng, (2, c, 5, 6), "int8")
+    w = rand_q(rng, (c, og, 3, 2), "int8")  # IOHW: [C_in, C_out/groups, kh, kw]
+    zx = -9
+    zw = rng.integers(-5, 5, og) if per_channel else np.array(3)
+    sw = f32(rng.uniform(0.01, 0.02, og)) if per_channel else f32(0.015)
+    xl = _to_layout(x, "NCHW", data_layout)
+    net = Net(x=qtype(xl, 0.25, zx))
+    wq = QuantParams(sw, zw, kernel_layout.index("O") if per_channel else None)
+    attrs = dict(
+        strides=strides,
+        padding=pads,
+        output_padding=output_padding,
+        dilation=dilation,
+        groups=groups,
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+    )
+    acc = net.op("qnn.conv2d_transpose", [net["x"], net.const(_to_layout(w, "IOHW", kernel_layout), wq)], **attrs)
+    if per_channel:  # the weight's og scales repeat for every group's output channels
+        assert acc.type.quant == QuantParams(np.tile(f32(0.25) * sw, groups), 0, 1 if data_layout == "NCHW" else 3)
+    got = net.run(acc, x=xl)
+    wc = w.astype(np.float64) - (zw.reshape(1, -1, 1, 1) if per_channel else zw)
+    want = _float_conv_ort(
+        "ConvTranspose",
+        x.astype(np.float64) - zx,
+        wc,
+        strides=list(strides),
+        pads=list(pads),
+        output_padding=list(output_padding),
+        dilations=list(dilation),
+        group=groups,
+    )
+    np.testing.assert_array_equal(got, _to_layout(np.rint(want).astype(np.int32), "NCHW", data_layout))
+
+
+def test_non_constant_weight_gives_the_same_accumulator() -> None:
+    rng = np.random.default_rng(5)
+    x = rand_q(rng, (1, 3, 6, 6), "uint8")
+    w = rand_q(rng, (4, 3, 3, 3), "int8")
+    wq = QuantParams(f32([0.1, 0.2, 0.3, 0.4]), [1, -2, 0, 3], 0)
+    outs = []
+    for const in (True, False):
+        net = Net(x=qtype(x, 0.1, 128)) if const else Net(x=qtype(x, 0.1, 128), w=TensorType(w.shape, "int8", wq))
+        wv = net.const(w, wq) if const else net["w"]
+        acc = net.op("qnn.conv2d", [net["x"], wv], padding=(1, 1, 1, 1))
+        outs.append(net.run(acc, x=x) if const else net.run(acc, x=x, w=w))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("const", [True, False])
+def test_dense_accumulator_exact_beyond_float32_range(const: bool) -> None:
+    """Sums past 2^24 (where float32 stops being exact) must still be exact integers."""
+    rng = np.random.default_rng(13)
+    a = rng.integers(200, 256, (5, 700)).astype(np.uint8)
+    w = rng.choice(np.array([-127, 127], dtype=np.int8), (8, 700))
+    w[0] = -127  # this row's sums pass 2^24 and are mostly odd: not float32 numbers
+    wq = QuantParams(0.01, 0)
+    net = Net(a=qtype(a, 0.1, 0)) if const else Net(a=qtype(a, 0.1, 0), w=TensorType(w.shape, "int8", wq))
+    acc = net.op("qnn.dense", [net["a"], net.const(w, wq) if const else net["w"]])
+    got = net.run(acc, a=a) if const else net.run(acc, a=a, w=w)
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    assert np.abs(want).max() > 1 << 24
+    np.testing.assert_array_equal(got, want)
+
+
+def test_requantize_per_channel_accumulator_matches_quant_definition() -> None:
+    from accel import quant
+
+    rng = np.random.default_rng(9)
+    acc = rng.integers(-50000, 50000, (2, 4, 3, 3)).astype(np.int32)
+    s = f32([1e-4, 2e-4, 5e-5, 3e-4])
+    net = Net(a=TensorType(acc.shape, "int32", QuantParams(s, 0, 1)))
+    y = net.op("qnn.requantize", [net["a"]], out_scale=0.05, out_zero_point=-3, out_dtype="int8")
+    assert y.type == TensorType(acc.shape, "int8", QuantParams(0.05, -3))
+    got = net.run(y, a=acc)
+    np.testing.assert_array_equal(got, quant.requantize(acc, s, 0, 0.05, -3, "int8", axis=1))
+    real = np.clip(
+        np.round(acc * (s.astype(np.float64) / np.float64(np.float32(0.05))).reshape(1, -1, 1, 1) - 3), -128, 127
+    )
+    assert np.abs(got - real).max() <= 1
+
+
+# -- type rules: refusals with reasons ---------------------------------------------
+
+
+def _infer(op: str, types: Sequence[TensorType], **attrs: Any) -> Sequence[TensorType]:
+    from accel.ops.registry import infer_node_types
+
+    return infer_node_types(op, types, attrs, node="n")[1]
+
+
+U8 = TensorType((1, 4, 5, 5), "uint8", QuantParams(0.1, 128))
+W8 = TensorType((2, 4, 3, 3), "int8", QuantParams(0.01, 0))
+
+
+@pytest.mark.parametrize(
+    "op,types,attrs,reason",
+    [
+        ("qnn.conv2d", [TensorType((1, 4, 5, 5), "uint8"), W8], {}, "not quantized"),
+        ("qnn.conv2d", [TensorType((1, 4, 5, 5), "float32", None), W8], {}, "must be uint8 or int8"),
+        ("qnn.conv2d", [TensorType((1, 4, 5, 5), "int16", QuantParams(0.1, 0)), W8], {}, "must be uint8 or int8"),
+        (
+            "qnn.conv2d",
+            [U8, TensorType((2, 4, 3, 3), "int8", QuantParams([0.1, 0.2, 0.3], 0, 0))],
+            {},
+            "3 per-axis scales",
+        ),
+        (
+            "qnn.conv2d",
+            [U8, TensorType((2, 4, 3, 3), "int8", QuantParams([0.1] * 4, 0, 1))],
+            {},
+            "output-channel axis 0",
+        ),
+        ("qnn.conv2d", [U8, W8], {"groups": 3}, "groups=3"),
+        ("qnn.conv2d", [TensorType((1, 4, 5, 5), "uint8", QuantParams([0.1] * 4, 0, 1)), W8], {}, "per tensor"),
+        (
+            "qnn.dense",
+            [TensorType((3, 7), "int8", QuantParams(0.1, 0)), TensorType((5, 7), "int8", QuantParams([0.1] * 7, 0, 1))],
+            {},
+            "axis 0",
+        ),
+        ("qnn.requantize", [TensorType((3,), "float32")], {"out_scale": 0.1, "out_zero_point": 0}, "must be"),
+        (
+            "qnn.requantize",
+            [TensorType((3,), "int32", QuantParams(1.0, 0))],
+            {"out_scale": 1e-10, "out_zero_point": 0},
+            "too large",
+        ),
+        (
+            "qnn.requantize",
+            [TensorType((3,), "int32", QuantParams(1.0, 0))],
+            {"out_scale": 0.1, "out_zero_point": 300},
+            "outside the uint8",
+        ),
+        (
+            "qnn.requantize",
+            [TensorType((3,), "int32", QuantParams(1.0, 0))],
+            {"out_scale": 0.1, "out_zero_point": 0, "out_dtype": "int16"},
+            "out_dtype",
+        ),
+        (
+            "qnn.requantize",
+            [TensorType((3,), "int32", QuantParams(1.0, 0))],
+            {"out_scale": -0.1, "out_zero_point": 0},
+            "scale",
+        ),
+        (
+            "qnn.add",
+            [U8, TensorType((1, 4, 5, 5), "int8", QuantParams(0.1, 0))],
+            {"out_scale": 0.1, "out_zero_point": 0},
+            "one dtype",
+        ),
+        (
+            "qnn.add",
+            [U8, TensorType((1, 3, 5, 5), "uint8", QuantParams(0.1, 0))],
+            {"out_scale": 0.1, "out_zero_point": 0},
+            "broadcast",
+        ),
+        (
+            "qnn.mul",
+            [U8, TensorType((1, 4, 5, 5), "uint8", QuantParams([0.1] * 4, 0, 1))],
+            {"out_scale": 0.1, "out_zero_point": 0},
+            "per tensor",
+        ),
+        ("qnn.quantize", [TensorType((2, 3), "int32")], {"scale": 0.1, "zero_point": 0}, "must be float"),
+        (
+            "qnn.quantize",
+            [TensorType((2, 3), "float32")],
+            {"scale": (0.1, 0.2), "zero_point": 0, "axis": 1},
+            "2 per-axis scales",
+        ),
+        (
+            "qnn.quantize",
+            [TensorType((2, 3), "float32")],
+            {"scale": 0.1, "zero_point": -1, "out_dtype": "uint8"},
+            "outside",
+        ),
+        ("qnn.dequantize", [TensorType((2, 3), "uint8")], {}, "not quantized"),
+        (
+            "qnn.concatenate",
+            [U8, TensorType((1, 4, 5, 5), "int8", QuantParams(0.1, 0))],
+            {"axis": 1, "out_scale": 0.1, "out_zero_point": 0},
+            "all must match",
+        ),
+        (
+            "qnn.concatenate",
+            [U8, TensorType((1, 4, 6, 5), "uint8", QuantParams(0.1, 0))],
+            {"axis": 1, "out_scale": 0.1, "out_zero_point": 0},
+            "incompatible",
+        ),
+    ],
+)
+def test_type_rules_refuse_with_reason(op: str, types: list[TensorType], attrs: dict[str, Any], reason: str) -> None:
+    with pytest.raises(TypeInferenceError, match=reason):
+        _infer(op, types, **attrs)
+
+
+def test_type_rules_output_quant() -> None:
+    wpc = TensorType((2, 4, 3, 3), "int8", QuantParams([0.01, 0.02], 0, 0))
+    (t,) = _infer("qnn.conv2d", [U8, wpc], padding=(1, 1, 1, 1))
+    assert t == TensorType((1, 2, 5, 5), "int32", QuantParams(f32(0.1) * f32([0.01, 0.02]), 0, 1))
+    u8_nhwc = TensorType((1, 5, 5, 4), "uint8", QuantParams(0.1, 128))
+    hwio = TensorType((3, 3, 4, 2), "int8", QuantParams([0.01, 0.02], 0, 3))
+    (t,) = _infer("qnn.conv2d", [u8_nhwc, hwio], data_layout="NHWC", kernel_layout="HWIO")
+    assert t.shape == (1, 3, 3, 2) and t.quant is not None and t.quant.axis == 3
+    (t,) = _infer(
+        "qnn.dense",
+        [TensorType((3, 7), "uint8", QuantParams(0.5, 1)), TensorType((5, 7), "int8", QuantParams(0.25, 0))],
+    )
+    assert t == TensorType((3, 5), "int32", QuantParams(0.125, 0))
+    (t,) = _infer(
+        "qnn.requantize",
+        [TensorType((3,), "uint8", QuantParams(0.5, 1))],
+        out_scale=0.25,
+        out_zero_point=-1,
+        out_dtype="int8",
+    )
+    assert t == TensorType((3,), "int8", QuantParams(0.25, -1))
+    (t,) = _infer(
+        "qnn.concatenate",
+        [U8, TensorType((1, 2, 5, 5), "uint8", QuantParams(0.3, 1))],
+        axis=1,
+        out_scale=0.2,
+        out_zero_point=3,
+    )
+    assert t == TensorType((1, 6, 5, 5), "uint8", QuantParams(0.2, 3))
+
+
+def test_zzz_report_exact_fractions() -> None:
+    """Print the fraction of elements equal to ORT's (run pytest with -s to see it)."""
+    if not EXACT:
+        pytest.skip("no requantizing comparison ran")
+    for name, (exact, total) in sorted(EXACT.items()):
+        print(f"{name}: {exact}/{total} exact ({100 * exact / total:.2f}%)")
+    total_exact = sum(e for e, _ in EXACT.values())
+    total = sum(t for _, t in EXACT.values())
+    print(f"overall: {total_exact}/{total} exact ({100 * total_exact / total:.3f}%)")

@@ -1,0 +1,104 @@
+"""The ``accel`` command end to end, as a user runs it (a subprocess of the installed package)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accel.models import default_model_path
+
+
+def accel_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "accel", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in proc.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_version_and_help():
+    proc = accel_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("accel-core ")
+    proc = accel_cli("--help")
+    assert proc.returncode == 0 and "run" in proc.stdout and "inspect" in proc.stdout and "Examples" in proc.stdout
+
+
+def test_run_default_scores_embedded_model():
+    proc = accel_cli("run")
+    assert proc.returncode == 0, proc.stderr
+    assert "accel reference executor" in proc.stdout
+    assert "onnxruntime" in proc.stdout
+    assert "held-out handwritten digits" in proc.stdout
+    accuracies = [float(tok.rstrip("%")) for tok in proc.stdout.split() if tok.endswith("%") and tok[0].isdigit()]
+    assert len(accuracies) == 2 and min(accuracies) > 90 and abs(accuracies[0] - accuracies[1]) < 1.0
+
+
+def test_run_model_with_inputs_and_outputs(tmp_path):
+    model = default_model_path(quantized=False)
+    x = np.random.default_rng(0).random((1, 1, 8, 8), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    proc = accel_cli("run", str(model), "--input", f"image={tmp_path / 'x.npy'}", "--output", str(tmp_path / "out.npz"), "--repeat", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "over 3 runs" in proc.stdout
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as out:
+        probs = out[out.files[0]]
+    assert probs.shape == (1, 10) and abs(float(probs.sum()) - 1.0) < 1e-5
+    proc = accel_cli("run", str(model))
+    assert proc.returncode == 0 and "random (seed 0)" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [(b"", "empty"), (b"\x08\x07garbage that is not protobuf\xff\xff", "ONNX"), (None, "no such file")],
+    ids=["empty", "garbage", "missing"],
+)
+def test_bad_model_is_one_line_exit_2(tmp_path, content, fragment):
+    path = tmp_path / "bad.onnx"
+    if content is not None:
+        path.write_bytes(content)
+    proc = accel_cli("run", str(path), "--output", str(tmp_path / "out.npz"))
+    assert_one_line_error(proc)
+    assert fragment.lower() in proc.stderr.lower()
+    assert not (tmp_path / "out.npz").exists()
+    debug = accel_cli("--debug", "run", str(path))
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_wrong_input_shape_is_one_line_and_writes_nothing(tmp_path):
+    model = default_model_path(quantized=True)
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 9, 9), np.float32))
+    proc = accel_cli("run", str(model), "-i", f"image={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out.npz"))
+    assert_one_line_error(proc, "image", "float32[1,1,8,8]", "float32[1,1,9,9]")
+    assert not (tmp_path / "out.npz").exists()
+    proc = accel_cli("run", str(model), "-i", "image")
+    assert_one_line_error(proc, "NAME=FILE.npy")
+    proc = accel_cli("run", str(model), "-i", f"image={tmp_path / 'nope.npy'}")
+    assert_one_line_error(proc, "no such file")
+
+
+def test_inspect_text_and_json():
+    model = default_model_path(quantized=True)
+    proc = accel_cli("inspect", str(model))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("graph ") and "qnn.conv2d" in proc.stdout and "nn.softmax" in proc.stdout
+    proc = accel_cli("inspect", str(model), "--format", "json", "--raw")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["format"] == "accel-graph" and any(n["op"] == "qnn.dequantize" for n in doc["nodes"])
+    proc = accel_cli("inspect", str(model), "--format", "yaml")
+    assert_one_line_error(proc, "text or json")
