@@ -204,6 +204,53 @@ def test_build_conv2d_depthwise_nhwc_exact_in_float64(rng):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize(
+    "op, x_shape, w_shape, attrs",
+    [
+        ("nn.conv2d", (1, 32, 9, 9), (16, 32, 3, 3), {"padding": (1, 1, 1, 1)}),
+        (
+            "nn.conv2d",
+            (1, 9, 9, 32),
+            (3, 3, 32, 16),
+            {"padding": (1, 1, 1, 1), "data_layout": "NHWC", "kernel_layout": "HWIO"},
+        ),
+        ("nn.conv2d", (1, 8, 9, 9), (8, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 8, "strides": (2, 2)}),
+        ("nn.conv2d", (1, 8, 9, 9), (8, 1, 1, 1), {"groups": 8}),
+        ("nn.conv2d_transpose", (1, 8, 5, 5), (8, 4, 3, 3), {"strides": (2, 2)}),
+    ],
+)
+def test_kernel_outputs_do_not_alias_scratch_memory(rng, op, x_shape, w_shape, attrs):
+    """Kernels reuse per-thread scratch buffers: a result must survive the next call."""
+    x1, x2, w = rand(rng, *x_shape), rand(rng, *x_shape), rand(rng, *w_shape)
+    first = run_op(op, [x1, w], attrs, consts=(1,))
+    kept = first.copy()
+    run_op(op, [x2, w], attrs, consts=(1,))
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_conv2d_runs_concurrently(rng):
+    """One bound kernel run from two threads at once gives the serial results (scratch is per thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [
+        ((1, 32, 12, 12), (16, 32, 3, 3), {"padding": (1, 1, 1, 1)}),
+        ((1, 16, 20, 20), (16, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 16}),
+        ((2, 8, 15, 15), (24, 8, 5, 5), {"padding": (2, 2, 2, 2), "strides": (2, 2)}),
+    ]
+    jobs = []
+    for x_shape, w_shape, attrs in cases:
+        x, w = rand(rng, *x_shape), rand(rng, *w_shape)
+        types = [TensorType.of(x), TensorType.of(w)]
+        full, outs = infer_node_types("nn.conv2d", types, attrs)
+        fn = get_op("nn.conv2d").bind(OpContext("nn.conv2d", full, tuple(types), tuple(outs), (None, w)))
+        jobs.append((fn, x, w))
+    serial = [fn(x, w) for fn, x, w in jobs]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda j: j[0](j[1], j[2]), jobs * 20))
+    for i, got in enumerate(results):
+        np.testing.assert_array_equal(got, serial[i % len(jobs)])
+
+
 def test_conv2d_float16(rng):
     x = rand(rng, 1, 16, 8, 8)
     wt = rand(rng, 8, 16, 3, 3) * 0.1

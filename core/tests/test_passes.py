@@ -263,7 +263,15 @@ def test_conv_batch_norm_becomes_conv_bias_add(layout, groups, bias):
     b = Builder(x=shape)
     kernel = "OIHW" if layout == "NCHW" else "OHWI"
     wshape = (16, 8 // groups, 3, 3) if layout == "NCHW" else (16, 3, 3, 8 // groups)
-    y = b.op("nn.conv2d", b.x["x"], b.randc(*wshape), padding=(1, 1, 1, 1), groups=groups, data_layout=layout, kernel_layout=kernel)
+    y = b.op(
+        "nn.conv2d",
+        b.x["x"],
+        b.randc(*wshape),
+        padding=(1, 1, 1, 1),
+        groups=groups,
+        data_layout=layout,
+        kernel_layout=kernel,
+    )
     axis = 1 if layout == "NCHW" else 3
     if bias == "bias_add":
         y = b.op("nn.bias_add", y, b.randc(16), axis=axis)

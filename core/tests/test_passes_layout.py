@@ -156,7 +156,9 @@ def test_axis_ops_pad_concat_mean_split_and_spatial_ops():
     b = Builder(x=(1, 4, 6, 6))
     y = conv(b, b.x["x"], 4, 8)
     y = b.op("nn.pad", y, pad_width=((0, 0), (0, 0), (1, 2), (0, 1)), pad_value=1.0)
-    y = b.op("nn.batch_norm", y, b.intc(8, lo=1, hi=2), b.intc(8), b.intc(8), b.const(np.ones(8, np.float32)), epsilon=0.0)
+    y = b.op(
+        "nn.batch_norm", y, b.intc(8, lo=1, hi=2), b.intc(8), b.intc(8), b.const(np.ones(8, np.float32)), epsilon=0.0
+    )
     y = b.op("nn.avg_pool2d", y, pool_size=(2, 2), strides=(1, 1), count_include_pad=True, padding=(1, 1, 0, 0))
     a, c = b.op("split", y, indices_or_sections=2, axis=1)
     y = b.op("concatenate", c, a, b.intc(1, 4, 9, 7), axis=1)  # a constant joins, permuted
@@ -193,13 +195,22 @@ def test_normalizations_follow_the_channel_axis():
 def test_quantized_convs_and_per_axis_quantization():
     xq = TensorType((1, 3, 8, 8), "uint8", QuantParams(0.05, 100))
     b = Builder(x=xq)
-    w = b.const(RNG.integers(-127, 128, (6, 3, 3, 3)).astype(np.int8), QuantParams(RNG.uniform(0.01, 0.02, 6), 0, axis=0))
+    w = b.const(
+        RNG.integers(-127, 128, (6, 3, 3, 3)).astype(np.int8), QuantParams(RNG.uniform(0.01, 0.02, 6), 0, axis=0)
+    )
     acc = b.op("qnn.conv2d", b.x["x"], w, padding=(1, 1, 1, 1))
     acc = b.op("nn.bias_add", acc, b.const(RNG.integers(-500, 500, 6).astype(np.int32)))
     acc = b.op("nn.relu", acc)
     y = b.op("qnn.requantize", acc, out_scale=0.1, out_zero_point=3, out_dtype="uint8")
     f = b.op("qnn.dequantize", y)
-    pq = b.op("qnn.quantize", f, scale=tuple(RNG.uniform(0.05, 0.2, 6).tolist()), zero_point=(1, 2, 3, 4, 5, 6), axis=1, out_dtype="uint8")
+    pq = b.op(
+        "qnn.quantize",
+        f,
+        scale=tuple(RNG.uniform(0.05, 0.2, 6).tolist()),
+        zero_point=(1, 2, 3, 4, 5, 6),
+        axis=1,
+        out_dtype="uint8",
+    )
     back = b.op("qnn.dequantize", pq)
     wt = b.const(RNG.integers(-127, 128, (6, 2, 3, 3)).astype(np.int8), QuantParams(0.01, 0))
     up = b.op("qnn.conv2d_transpose", y, wt, strides=(2, 2), padding=(1, 1, 0, 0), output_padding=(1, 1))
@@ -246,7 +257,9 @@ def test_batch_norm_folded_resnet_block_converts():
     """The partitioner's order: simplify (BN folded), then convert a region."""
     b = Builder(x=(1, 4, 8, 8))
     y = conv(b, b.x["x"], 4, 4)
-    y = b.op("nn.batch_norm", y, b.intc(4, lo=1, hi=2), b.intc(4), b.intc(4), b.const(np.ones(4, np.float32)), epsilon=0.0)
+    y = b.op(
+        "nn.batch_norm", y, b.intc(4, lo=1, hi=2), b.intc(4), b.intc(4), b.const(np.ones(4, np.float32)), epsilon=0.0
+    )
     g = b.done(b.op("add", b.op("nn.relu", y), b.x["x"]))
     out = convert_layout(fold_batch_norm(g))
     assert count(out, "transpose") == 2 and count(out, "nn.batch_norm") == 0

@@ -385,6 +385,40 @@ class _Importer:
         parts = self.emit_multi("split", [v], {"indices_or_sections": points, "axis": axis})
         return parts[1] if start > 0 else parts[0]
 
+    def take(self, v: Value, axis: int, indices: Sequence[int]) -> Value:
+        """``np.take(v, indices, axis)`` for run-time data and 1-D constant indices (in range).
+
+        A forward stride becomes slice → pad → reshape → split (a handful of
+        nodes); any other index list is cut into runs of consecutive indices,
+        one slice each, concatenated.
+        """
+        idx = [int(i) for i in indices]
+        if not idx:
+            raise UnsupportedOpError(f"node {self.label}: selecting no element of run-time data is not supported")
+        steps = {b - a for a, b in zip(idx, idx[1:])}
+        if len(steps) == 1 and (step := steps.pop()) > 1:
+            n, start = len(idx), idx[0]
+            last = idx[-1] + 1
+            t = self.slice_axis(v, axis, start, last)
+            missing = n * step - (last - start)
+            if missing:
+                width = tuple((0, missing) if ax == axis else (0, 0) for ax in range(v.type.rank))
+                pv: Any = False if v.type.dtype == "bool" else (0.0 if v.type.dtype in _FLOATS else 0)
+                t = self.emit("nn.pad", [t], {"pad_width": width, "pad_mode": "constant", "pad_value": pv})
+            shape = v.type.shape
+            t = self.reshape(t, shape[:axis] + (n, step) + shape[axis + 1:])
+            t = self.slice_axis(t, axis + 1, 0, 1)
+            return self.reshape(t, shape[:axis] + (n,) + shape[axis + 1:])
+        runs: list[tuple[int, int]] = []
+        for i in idx:
+            if runs and i == runs[-1][1]:
+                runs[-1] = (runs[-1][0], i + 1)
+            else:
+                runs.append((i, i + 1))
+        if len(runs) > 4096:
+            raise UnsupportedOpError(f"node {self.label}: gathering {len(runs)} slices of run-time data is not supported")
+        return self.concat([self.slice_axis(v, axis, a, b) for a, b in runs], axis)
+
     def repeat(self, v: Value, times: int, axis: int) -> Value:
         """``v`` concatenated ``times`` times along ``axis`` in O(log times) nodes."""
         result: Value | None = None
@@ -1153,8 +1187,6 @@ def _layer_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     # (x - mean) / sqrt(var + eps) * scale + bias over the axes [axis:].
     x, scale = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "Scale")
     bias = ins[2] if len(ins) > 2 else None
-    if any(o for o in node.output[1:]):
-        raise cv.unsupported(node, "the Mean and InvStdDev outputs are not supported")
     if x.type.dtype not in _FLOATS:
         raise cv.unsupported(node, f"needs float data, got {x.type.dtype}")
     stash = a.int("stash_type", 1)
@@ -1166,7 +1198,8 @@ def _layer_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     dt = x.type.dtype
     xs = cv.emit("cast", [x], {"dtype": "float32"}) if stash == 1 and dt != "float32" and dt != "float64" else x
     sdt = xs.type.dtype
-    mean = cv.emit("mean", [xs], {"axis": axes, "keepdims": True})
+    outs = list(node.output) + ["", ""]
+    mean = cv.emit("mean", [xs], {"axis": axes, "keepdims": True}, out=outs[1] or None)
     d = cv.emit("subtract", [xs, mean])
     var = cv.emit("mean", [cv.emit("multiply", [d, d])], {"axis": axes, "keepdims": True})
     std = cv.emit("sqrt", [cv.emit("add", [var, cv.scalar(a.float("epsilon", 1e-5), sdt)])])
@@ -1176,7 +1209,107 @@ def _layer_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     y = cv.emit("multiply", [y, scale], out=None if bias is not None else node.output[0])
     if bias is not None:
         y = cv.emit("add", [y, bias], out=node.output[0])
-    return [y]
+    inv = cv.emit("divide", [cv.scalar(1, sdt), std], out=outs[2]) if outs[2] else None
+    return [y, mean, inv]
+
+
+@_op("RMSNormalization")
+def _rms_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # x / sqrt(mean(x^2) + eps) * scale over the axes [axis:]
+    x, scale = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "scale")
+    if x.type.dtype not in _FLOATS:
+        raise cv.unsupported(node, f"needs float data, got {x.type.dtype}")
+    rank = x.type.rank
+    axes = tuple(range(_axis(cv, a.int("axis", -1), rank), rank))
+    dt = x.type.dtype
+    xs = cv.emit("cast", [x], {"dtype": "float32"}) if a.int("stash_type", 1) == 1 and dt == "float16" else x
+    sdt = xs.type.dtype
+    ms = cv.emit("mean", [cv.emit("multiply", [xs, xs])], {"axis": axes, "keepdims": True})
+    rms = cv.emit("sqrt", [cv.emit("add", [ms, cv.scalar(a.float("epsilon", 1e-5), sdt)])])
+    y = cv.emit("divide", [xs, rms])
+    if sdt != dt:
+        y = cv.emit("cast", [y], {"dtype": dt})
+    return [cv.emit("multiply", [y, scale], out=node.output[0])]
+
+
+@_op("MeanVarianceNormalization")
+def _mvn(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # (x - mean) / sqrt(mean(x^2) - mean^2), as ONNX's function body computes it (no epsilon added)
+    x = cv.need(node, ins, 0, "X")
+    axes = tuple(sorted(_axis(cv, ax, x.type.rank) for ax in a.ints("axes", [0, 2, 3])))
+    mean = cv.emit("mean", [x], {"axis": axes, "keepdims": True})
+    ms = cv.emit("mean", [cv.emit("multiply", [x, x])], {"axis": axes, "keepdims": True})
+    var = cv.emit("subtract", [ms, cv.emit("multiply", [mean, mean])])
+    std = cv.emit("sqrt", [var])
+    d = cv.emit("subtract", [x, mean])
+    return [cv.emit("divide", [d, cv.emit("add", [std, cv.scalar(1e-9, x.type.dtype)])], out=node.output[0])]
+
+
+@_op("GroupNormalization")
+def _group_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # normalize over (C/G, spatial...) per group, then per-channel scale and bias
+    x, scale, bias = (cv.need(node, ins, i, w) for i, w in enumerate(("X", "scale", "bias")))
+    if x.type.dtype not in _FLOATS or x.type.rank < 3:
+        raise cv.unsupported(node, f"needs float data of rank >= 3, got {x.type}")
+    g = a.int("num_groups")
+    n, c = x.type.shape[:2]
+    if g < 1 or c % g:
+        raise ModelError(f"node {cv.label}: {g} groups do not divide {c} channels")
+    rest = x.type.shape[2:]
+    dt = x.type.dtype
+    xs = cv.emit("cast", [x], {"dtype": "float32"}) if a.int("stash_type", 1) == 1 and dt == "float16" else x
+    sdt = xs.type.dtype
+    t = cv.reshape(xs, (n, g, (c // g) * _prod(rest)))
+    mean = cv.emit("mean", [t], {"axis": (2,), "keepdims": True})
+    d = cv.emit("subtract", [t, mean])
+    var = cv.emit("mean", [cv.emit("multiply", [d, d])], {"axis": (2,), "keepdims": True})
+    std = cv.emit("sqrt", [cv.emit("add", [var, cv.scalar(a.float("epsilon", 1e-5), sdt)])])
+    y = cv.reshape(cv.emit("divide", [d, std]), x.type.shape)
+    if sdt != dt:
+        y = cv.emit("cast", [y], {"dtype": dt})
+    if scale.type.shape == (g,) and g != c:  # opset 18 form: one scale and bias per group
+        scale = cv.reshape(cv.broadcast_to(cv.reshape(scale, (g, 1)), (g, c // g)), (c,))
+        bias = cv.reshape(cv.broadcast_to(cv.reshape(bias, (g, 1)), (g, c // g)), (c,))
+    shape = (c,) + (1,) * len(rest)
+    y = cv.emit("multiply", [y, cv.reshape(scale, shape)])
+    return [cv.emit("add", [y, cv.reshape(bias, shape)], out=node.output[0])]
+
+
+@_op("Swish")
+def _swish(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    alpha = a.float("alpha", 1.0)
+    t = x if alpha == 1.0 else cv.emit("multiply", [x, _scalar_like(cv, alpha, x)])
+    return [cv.emit("multiply", [x, cv.emit("sigmoid", [t])], out=node.output[0])]
+
+
+@_op("Trilu")
+def _trilu(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    # multiply by a constant 0/1 band mask (static shapes make the mask a constant)
+    x = cv.need(node, ins, 0, "input")
+    k_arr = cv.const_input(node, ins, 1, "k")
+    k = int(k_arr.reshape(-1)[0]) if k_arr is not None else 0
+    if x.type.rank < 2:
+        raise ModelError(f"node {cv.label}: Trilu needs rank >= 2")
+    rows, cols = x.type.shape[-2:]
+    upper = a.int("upper", 1)
+    mask = np.triu(np.ones((rows, cols), dtype=bool), k) if upper else np.tril(np.ones((rows, cols), dtype=bool), k)
+    if x.const is not None:
+        return [cv.const(np.where(mask, x.const, np.zeros((), x.const.dtype)), out=node.output[0])]
+    if x.type.dtype == "bool":
+        t = cv.emit("cast", [x], {"dtype": "uint8"})
+        t = cv.emit("multiply", [t, cv.const(mask.astype(np.uint8))])
+        return [cv.emit("cast", [t], {"dtype": "bool"}, out=node.output[0])]
+    return [cv.emit("multiply", [x, cv.const(mask.astype(x.type.dtype))], out=node.output[0])]
+
+
+@_op("EyeLike")
+def _eye_like(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "input")
+    if x.type.rank != 2:
+        raise ModelError(f"node {cv.label}: EyeLike needs a 2-D input")
+    dtype = _dtype(a.int("dtype"), f"EyeLike at node {cv.label}: dtype") if "dtype" in a else x.type.dtype
+    return [cv.const(np.eye(*x.type.shape, k=a.int("k", 0), dtype=dtype), out=node.output[0])]
 
 
 def _pool_params(cv: _Importer, node: NodeProto, a: _Attrs, x: Value) -> dict[str, Any]:
@@ -1365,7 +1498,7 @@ def _flatten(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     axis = a.int("axis", 1)
     if not -rank <= axis <= rank:
         raise ModelError(f"node {cv.label}: axis {axis} is out of range for rank {rank}")
-    axis = axis % (rank + 1) if axis < 0 else axis
+    axis = axis + rank if axis < 0 else axis
     shape = x.type.shape
     return [cv.emit("reshape", [x], {"newshape": (_prod(shape[:axis]), _prod(shape[axis:]))}, out=node.output[0])]
 
@@ -1493,9 +1626,10 @@ def _slice(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         return [cv.const(data, out=node.output[0])]
     y = x
     for ax, (start, end, step) in sorted(ranges.items()):
-        if step != 1:
-            raise cv.unsupported(node, f"step {step} on run-time data is not supported (step 1 is)")
-        y = cv.slice_axis(y, ax, start, max(end, start))
+        if step == 1:
+            y = cv.slice_axis(y, ax, start, max(end, start))
+        else:
+            y = cv.take(y, ax, range(start, end, step))
     return [_rename(cv, y, node.output[0]) if y is not x else x]
 
 
@@ -1516,20 +1650,7 @@ def _gather(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     idx = np.where(idx < 0, idx + dim, idx)
     if x.const is not None:
         return [cv.const(np.take(x.const, idx, axis=axis), out=node.output[0])]
-    flat = idx.reshape(-1)
-    if flat.size == 0 or flat.size > 4096:
-        raise cv.unsupported(node, f"gathering {flat.size} slices of run-time data is not supported")
-    # runs of consecutive indices become one slice each
-    pieces = []
-    start = prev = int(flat[0])
-    for i in [int(v) for v in flat[1:]] + [None]:
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        pieces.append(cv.slice_axis(x, axis, start, prev + 1))
-        if i is not None:
-            start = prev = i
-    y = cv.concat(pieces, axis)
+    y = cv.take(x, axis, idx.reshape(-1).tolist())
     shape = x.type.shape[:axis] + idx.shape + x.type.shape[axis + 1:]
     return [cv.reshape(y, shape, out=node.output[0])]
 
@@ -1581,8 +1702,12 @@ def _space_to_depth(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
     n, c, h, w = x.type.shape
     if b < 1 or h % b or w % b:
         raise ModelError(f"node {cv.label}: blocksize {b} does not divide {h}x{w}")
+    mode = a.str("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise ModelError(f"node {cv.label}: SpaceToDepth mode {mode!r} must be DCR or CRD")
     t = cv.reshape(x, (n, c, h // b, b, w // b, b))
-    t = cv.transpose(t, (0, 3, 5, 1, 2, 4))
+    # DCR: out channel = (bh * b + bw) * C + c; CRD: c * b * b + bh * b + bw
+    t = cv.transpose(t, (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
     return [cv.reshape(t, (n, c * b * b, h // b, w // b), out=node.output[0])]
 
 
@@ -1683,15 +1808,30 @@ def _reduce(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         return [x]
     if x.type.rank == 0:
         return [x]
+    count = _prod(x.type.shape[ax] for ax in axes)
+    if count == 0:  # reducing an empty set: the result does not depend on the data
+        shape = tuple(1 if ax in axes else d for ax, d in enumerate(x.type.shape)) if keep else tuple(
+            d for ax, d in enumerate(x.type.shape) if ax not in axes)
+        dt = np.dtype(x.type.dtype)
+        if op in ("ReduceMax", "ReduceMin"):
+            hi = op == "ReduceMin"
+            if dt.kind == "f":
+                fill = np.inf if hi else -np.inf
+            elif dt.kind == "b":
+                fill = hi
+            else:
+                fill = np.iinfo(dt).max if hi else np.iinfo(dt).min
+        elif op == "ReduceMean":
+            raise cv.unsupported(node, "the mean of an empty set is not supported")
+        else:
+            fill = 0
+        return [cv.const(np.full(shape, fill, dtype=dt), out=out)]
     if op in ("ReduceMax", "ReduceMin"):
         return [_reduce_extreme(cv, node, x, axes, keep, out)]
     if x.type.dtype not in _FLOATS:
         if op == "ReduceMean":
             return [cv.emit("mean", [x], {"axis": axes, "keepdims": keep}, out=out)]
         raise cv.unsupported(node, f"{op} of {x.type.dtype} data is not supported (float data is)")
-    count = _prod(x.type.shape[ax] for ax in axes)
-    if count == 0:
-        raise cv.unsupported(node, "reducing an empty axis is not supported")
     t = x
     if op in ("ReduceSumSquare", "ReduceL2"):
         t = cv.emit("multiply", [x, x])
@@ -1719,6 +1859,16 @@ def _reduce_extreme(cv: _Importer, node: NodeProto, x: Value, axes: tuple[int, .
     perm = rest_axes + list(axes)
     t = cv.transpose(x, perm) if perm != list(range(rank)) else x
     neg = node.op_type == "ReduceMin"
+    if x.type.dtype == "bool":  # max = any, min = all: pool 0/1 as uint8
+        t = cv.emit("cast", [t], {"dtype": "uint8"})
+        if neg:
+            t = cv.emit("subtract", [cv.scalar(1, "uint8"), t])
+        t = cv.emit("nn.global_max_pool2d", [cv.reshape(t, (1, rest, red, 1))])
+        if neg:
+            t = cv.emit("subtract", [cv.scalar(1, "uint8"), t])
+        t = cv.emit("cast", [t], {"dtype": "bool"})
+        final = tuple(1 if ax in axes else d for ax, d in enumerate(shape)) if keep else tuple(shape[ax] for ax in rest_axes)
+        return cv.reshape(t, final, out=out)
     if neg:
         if x.type.dtype.startswith("uint") or x.type.dtype == "bool":
             raise cv.unsupported(node, f"ReduceMin of {x.type.dtype} data is not supported")

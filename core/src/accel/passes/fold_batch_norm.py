@@ -75,7 +75,9 @@ def _fold(bn: Node, rw: Rewriter) -> bool:
     dtype = weight.const.dtype
     shape = [1] * weight.const.ndim
     shape[o_axis] = -1
-    new_w = (weight.const.astype(np.float64) * scale.reshape(shape)).astype(dtype)
+    # one rounding of the scale and one of the product: well within float32 tolerance,
+    # and half the memory traffic of a float64 round trip on large weights
+    new_w = weight.const * scale.astype(dtype).reshape(shape)
     new_b = (shift if bias is None else bias * scale + shift).astype(dtype)
     w = rw.const(new_w, f"{layer.name}.weight")
     b = rw.const(new_b, f"{layer.name}.bias")

@@ -318,10 +318,11 @@ class Group:
             main = rw.emit(self.op.op, ins, self.attrs or self.op.attrs)
             return self._requantize(rw, main.output), main
         if self.kind == "average":
-            wide = rw.emit("cast", ins, {"dtype": "int32"}, name=f"{name}.cast").output
+            widen = dict(self.attrs)
+            wide = rw.emit(widen.pop("op"), ins, widen, name=f"{name}.widen").output
             main = rw.emit(self.op.op, [wide], self.op.attrs)
             x = main.output
-            if ins[0].type.quant == q:
+            if self.attrs["op"] == "cast" and ins[0].type.quant == q:
                 # same parameters: the rounded integer mean is already the answer
                 _, (back,) = infer_node_types("cast", [x.type], {"dtype": t.dtype})
                 if back == t:
@@ -449,7 +450,9 @@ def _match_matmul(qnode: Node, node: Node, act: Node | None, effect: _ActEffect 
                 return None
         elif bias_node.output.type.shape != acc.shape:
             return None  # the add broadcasts the accumulator itself
-        found = _int32_bias(bias_src, channel_axis, acc.rank, channels, acc_scale)
+        # a bias_add bias is a [C] vector along the axis; an add operand broadcasts numpy-style
+        rank = 1 if bias_node.op == "nn.bias_add" else acc.rank
+        found = _int32_bias(bias_src, 0 if rank == 1 else channel_axis, rank, channels, acc_scale)
         if found is None:
             return None
         bias, bias_protect = found
@@ -544,25 +547,41 @@ def _match_pass(qnode: Node, node: Node) -> Group | None:
 
 
 def _match_average(qnode: Node, node: Node) -> Group | None:
-    """Averages in int32 (the integer kernels round half away from zero)."""
+    """Averages of integers: the kernels sum exactly and round the quotient half away from zero.
+
+    The rounding is to a unit of the averaged integers, so they must be at
+    least as fine as the output's: when the output scale is finer than the
+    input's (or padding counted in the average must be real 0 while the zero
+    point is not), the input is first requantized exactly to int32 with zero
+    point 0 and a scale ``s_in / 2^k`` at most the output scale.
+    """
     src = _single_dq_input(node)
     if src is None:
         return None
     x, dq = src
     xq = x.type.quant
-    assert xq is not None
-    if (
-        node.op == "nn.avg_pool2d"
-        and node.attrs["count_include_pad"]
-        and any(node.attrs["padding"])
-        and int(xq.zero_point)
-    ):
-        return None  # integer padding is 0, which is not real 0 when the zero point is not
+    oq = qnode.output.type.quant
+    assert xq is not None and oq is not None
+    ratio = float(xq.scale) / float(oq.scale)
+    shift = max(0, math.ceil(math.log2(ratio) - 1e-9))
+    pads_count = node.op == "nn.avg_pool2d" and node.attrs["count_include_pad"] and any(node.attrs["padding"])
+    if shift == 0 and not (pads_count and int(xq.zero_point)):
+        widen: dict[str, Any] = {"op": "cast", "dtype": "int32"}
+    elif shift <= 22:  # |q - z| < 2^9 scaled by 2^shift stays clear of int32 overflow
+        widen = {
+            "op": "qnn.requantize",
+            "out_scale": float(xq.scale) / (1 << shift),
+            "out_zero_point": 0,
+            "out_dtype": "int32",
+        }
+    else:
+        return None
     try:
-        _, (wide,) = infer_node_types("cast", [x.type], {"dtype": "int32"})
+        _, (wide,) = infer_node_types(widen["op"], [x.type], {k: v for k, v in widen.items() if k != "op"})
         _, (t,) = infer_node_types(node.op, [wide], node.attrs)
     except AccelError:
         return None
     if t.quant is None:
         return None
-    return Group("average", qnode, node, [x], protect=[dq] if x.const is not None else [])
+    protect = [dq] if x.const is not None else []
+    return Group("average", qnode, node, [x], attrs=widen, protect=protect)

@@ -1,0 +1,450 @@
+"""The ONNX frontend: small models built with onnx.helper, imported, run on the
+reference executor and compared with ONNX Runtime; plus the shape of the
+graphs it builds (which IR ops, which constants, which names)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import accel
+from accel.errors import ExternalDataError, ModelError, UnsupportedOpError
+from accel.frontend.onnx import SUPPORTED_OPS, ConstantOperandRequired, import_model
+
+RNG = np.random.default_rng(1234)
+
+
+def make_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: dict[str, tuple[Sequence[int | str | None], int]],
+    outputs: Sequence[str],
+    inits: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        list(nodes),
+        "test",
+        [helper.make_tensor_value_info(k, t, s) for k, (s, t) in inputs.items()],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def ort_outputs(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feed)
+
+
+def check(model: onnx.ModelProto, feed: dict[str, np.ndarray], *, rtol: float = 1e-5, atol: float = 1e-5,
+          int_tol: int = 0, optimize: bool = False) -> accel.Graph:
+    """Import, lint, run; compare every output with ONNX Runtime. Returns the graph."""
+    graph = accel.import_onnx(model, optimize=optimize)
+    graph.lint()
+    got = accel.execute(graph, feed)
+    want = ort_outputs(model, feed)
+    assert list(got) == [o.name for o in model.graph.output]
+    for (name, a), b in zip(got.items(), want):
+        assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, a.shape, b.dtype, b.shape)
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
+        else:
+            diff = np.abs(a.astype(np.int64) - b.astype(np.int64))
+            assert diff.max(initial=0) <= int_tol, (name, diff.max())
+    return graph
+
+
+def ops(graph: accel.Graph) -> list[str]:
+    return [n.op for n in graph.nodes]
+
+
+def f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+F = TensorProto.FLOAT
+
+
+# -- a small CNN, end to end ----------------------------------------------------------
+
+
+def test_cnn_with_symbolic_batch_matches_ort() -> None:
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node("BatchNormalization", ["c1", "g", "be", "mu", "var"], ["bn"], epsilon=1e-3),
+        helper.make_node("Relu", ["bn"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], group=4, auto_pad="SAME_UPPER", strides=[2, 2]),
+        helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["gap"]),
+        helper.make_node("Flatten", ["gap"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "fc", "fcb"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["prob"]),
+    ]
+    inits = {
+        "w1": f32(8, 3, 3, 3), "b1": f32(8), "g": f32(8), "be": f32(8), "mu": f32(8),
+        "var": np.abs(f32(8)) + 0.5, "w2": f32(8, 2, 3, 3), "lo": np.array(0, np.float32),
+        "hi": np.array(6, np.float32), "fc": f32(10, 8), "fcb": f32(10),
+    }
+    model = make_model(nodes, {"x": (["N", 3, 16, 16], F)}, ["prob"], inits)
+    graph = check(model, {"x": f32(1, 3, 16, 16)})
+    assert graph.inputs[0].type.shape == (1, 3, 16, 16)  # symbolic batch defaults to 1
+    assert ops(graph) == [
+        "nn.conv2d", "nn.bias_add", "nn.batch_norm", "nn.relu", "nn.max_pool2d", "nn.conv2d", "clip",
+        "nn.global_avg_pool2d", "reshape", "nn.dense", "nn.bias_add", "nn.softmax",
+    ]
+    clip = graph.nodes[6]
+    assert clip.attrs["a_min"] == 0.0 and clip.attrs["a_max"] == 6.0
+    # names are the ONNX names
+    assert {"c1", "bn", "r1", "p1", "c2", "r2", "gap", "flat", "logits", "prob"} <= {v.name for v in graph.values()}
+    assert graph.nodes[0].name == "conv1"
+    # the simplification passes keep the result
+    check(model, {"x": f32(1, 3, 16, 16)}, optimize=True)
+
+
+def test_input_shapes_bind_symbolic_dims() -> None:
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (["N", "C", 4], F)}, ["y"])
+    with pytest.raises(ModelError, match=r"input 'x' has an unknown dimension 'C' at axis 1: pass input_shapes"):
+        import_model(model)
+    graph = import_model(model, input_shapes={"x": (2, 3, 4)})
+    assert graph.inputs[0].type.shape == (2, 3, 4)
+    with pytest.raises(ModelError, match="disagrees"):
+        import_model(model, input_shapes={"x": (2, 3, 5)})
+    with pytest.raises(ModelError, match="rank"):
+        import_model(model, input_shapes={"x": (2, 3)})
+    with pytest.raises(ModelError, match="not an input"):
+        import_model(model, input_shapes={"z": (1,)})
+
+
+# -- dense / matmul ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trans_a,trans_b,alpha,beta", [(0, 0, 1.0, 1.0), (1, 0, 0.5, 2.0), (0, 1, 2.0, 0.0), (1, 1, 1.0, 0.5)])
+@pytest.mark.parametrize("const_b", [True, False])
+def test_gemm(trans_a: int, trans_b: int, alpha: float, beta: float, const_b: bool) -> None:
+    a = f32(5, 4) if trans_a else f32(4, 5)
+    b = f32(3, 5) if trans_b else f32(5, 3)
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=trans_a, transB=trans_b, alpha=alpha, beta=beta)
+    inputs = {"a": ([*a.shape], F)}
+    inits = {"c": f32(3)}
+    feed = {"a": a}
+    if const_b:
+        inits["b"] = b
+    else:
+        inputs["b"] = ([*b.shape], F)
+        feed["b"] = b
+    graph = check(make_model([node], inputs, ["y"], inits), feed)
+    dense = next(n for n in graph.nodes if n.op == "nn.dense")
+    if const_b:  # transposed (and scaled) at import: weight is a constant [N, K]
+        assert dense.inputs[1].is_constant and dense.inputs[1].type.shape == (3, 5)
+        assert "multiply" not in ops(graph)
+        assert ops(graph)[-1] == ("nn.bias_add" if beta else "nn.dense")
+
+
+@pytest.mark.parametrize("sa,sb", [((4, 6), (6, 3)), ((2, 4, 6), (6, 3)), ((2, 4, 6), (2, 6, 3)), ((6,), (6, 3)),
+                                    ((3, 1, 4, 6), (2, 6, 5)), ((2, 4, 6), (6,)), ((6,), (6,))])
+def test_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
+    a, b = f32(*sa), f32(*sb)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": (sa, F), "b": (sb, F)}, ["y"])
+    graph = check(model, {"a": a, "b": b})
+    assert "nn.batch_matmul" in ops(graph)
+    # a constant 2-D B becomes nn.dense with weight = B.T
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": (sa, F)}, ["y"], {"b": b})
+    graph = check(model, {"a": a})
+    if len(sb) == 2:
+        dense = next(n for n in graph.nodes if n.op == "nn.dense")
+        np.testing.assert_array_equal(dense.inputs[1].const, b.T)
+        assert "nn.batch_matmul" not in ops(graph)
+
+
+# -- shape computations fold at import -------------------------------------------------
+
+
+def test_shape_chain_folds_to_a_reshape() -> None:
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+        helper.make_node("Slice", ["s", "two", "four"], ["hw"]),
+        helper.make_node("ReduceProd", ["hw"], ["p"], keepdims=1),
+        helper.make_node("Mul", ["p", "three"], ["k"]),
+        helper.make_node("Concat", ["n1", "k"], ["shape"], axis=0),
+        helper.make_node("Cast", ["shape"], ["shape_f"], to=F),
+        helper.make_node("Cast", ["shape_f"], ["shape_i"], to=TensorProto.INT64),
+        helper.make_node("Reshape", ["x", "shape_i"], ["y"]),
+        helper.make_node("ConstantOfShape", ["n1"], ["ones"], value=helper.make_tensor("v", F, [1], [2.0])),
+        helper.make_node("Unsqueeze", ["ones", "ax1"], ["ones2"]),
+        helper.make_node("Mul", ["y", "ones2"], ["z"]),
+    ]
+    inits = {"zero": i64(0), "ax": i64(0), "ax1": i64(1), "two": i64(2), "four": i64(4), "three": i64(3)}
+    model = make_model(nodes, {"x": ([2, 3, 4, 5], F)}, ["z"], inits, opset=17)
+    graph = check(model, {"x": f32(2, 3, 4, 5)})
+    assert ops(graph) == ["reshape", "multiply"]
+    assert graph.nodes[0].attrs["newshape"] == (2, 60)
+
+
+def test_constant_graph_output_and_identity_names() -> None:
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Identity", ["x"], ["same"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Identity", ["r"], ["r2"]),
+    ]
+    model = make_model(nodes, {"x": ([2, 3], F)}, ["s", "same", "r2", "r"])
+    graph = check(model, {"x": f32(2, 3)})
+    assert [v.name for v in graph.outputs] == ["s", "same", "r2", "r"]
+    assert graph.outputs[0].is_constant
+
+
+# -- quantized models --------------------------------------------------------------------
+
+
+def _qparams(x: np.ndarray, dtype: str = "uint8") -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    qmin, qmax = (0, 255) if dtype == "uint8" else (-128, 127)
+    scale = np.float32((hi - lo) / (qmax - qmin))
+    zp = np.array(round(qmin - lo / scale), dtype=dtype)
+    return np.array(scale, np.float32), zp
+
+
+def test_dequantize_of_constant_stays_a_node_with_quant_params() -> None:
+    w = RNG.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    ws = (RNG.random(4) * 0.01 + 0.001).astype(np.float32)
+    nodes = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
+             helper.make_node("Conv", ["x", "wf"], ["y"])]
+    model = make_model(nodes, {"x": ([1, 3, 8, 8], F)}, ["y"], {"w": w, "ws": ws, "wz": np.zeros(4, np.int8)}, opset=13)
+    graph = check(model, {"x": f32(1, 3, 8, 8)})
+    dq = graph.nodes[0]
+    assert dq.op == "qnn.dequantize"
+    q = dq.inputs[0].type.quant
+    assert dq.inputs[0].is_constant and q is not None and q.axis == 0
+    np.testing.assert_array_equal(q.scale, ws)
+
+
+def test_qdq_model_matches_ort() -> None:
+    x = f32(1, 3, 8, 8)
+    xs, xz = _qparams(x)
+    w = RNG.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "ws"], ["wd"]),
+        helper.make_node("Conv", ["xd", "wd"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    inits = {"xs": xs, "xz": xz, "w": w, "ws": np.array(0.02, np.float32)}
+    model = make_model(nodes, {"x": ([1, 3, 8, 8], F)}, ["y"], inits, opset=13)
+    graph = check(model, {"x": x}, rtol=1e-4, atol=1e-4)
+    assert ops(graph)[:3] == ["qnn.quantize", "qnn.dequantize", "qnn.dequantize"]
+    check(model, {"x": x}, rtol=1e-4, atol=1e-4, optimize=True)
+
+
+def test_qlinear_conv_and_matmul_match_ort_within_one() -> None:
+    x = RNG.integers(0, 256, (1, 3, 9, 9)).astype(np.uint8)
+    w = RNG.integers(-100, 100, (6, 3, 3, 3)).astype(np.int8)
+    bias = RNG.integers(-500, 500, 6).astype(np.int32)
+    b = RNG.integers(-100, 100, (6, 5)).astype(np.int8)
+    inits = {
+        "xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8), "w": w,
+        "ws": (RNG.random(6) * 0.01 + 0.002).astype(np.float32), "wz": np.zeros(6, np.int8),
+        "ys": np.array(0.05, np.float32), "yz": np.array(128, np.uint8), "bias": bias,
+        "b": b, "bs": np.array(0.01, np.float32), "bz": np.array(0, np.int8),
+        "zs": np.array(0.3, np.float32), "zz": np.array(100, np.uint8),
+    }
+    nodes = [
+        helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
+                         pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 3, 1]),
+        helper.make_node("QLinearMatMul", ["yt", "ys", "yz", "b", "bs", "bz", "zs", "zz"], ["z"]),
+    ]
+    model = make_model(nodes, {"x": ([1, 3, 9, 9], TensorProto.UINT8)}, ["y", "z"], inits, opset=13)
+    graph = check(model, {"x": x}, int_tol=1)
+    assert ops(graph) == ["qnn.conv2d", "nn.bias_add", "qnn.requantize", "transpose", "qnn.dense", "qnn.requantize"]
+
+
+# -- pooling, padding, resize, activations --------------------------------------------------
+
+
+def test_lppool_p2_lowers_to_power_avgpool_multiply_sqrt() -> None:
+    model = make_model([helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[1, 2], p=2,
+                                         pads=[1, 0, 1, 0])], {"x": ([1, 2, 6, 6], F)}, ["y"], opset=18)
+    graph = check(model, {"x": f32(1, 2, 6, 6)})
+    assert ops(graph) == ["power", "nn.avg_pool2d", "multiply", "sqrt"]
+    assert graph.nodes[1].attrs["count_include_pad"] is True
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+def test_pad_modes(mode: str) -> None:
+    pads = np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)
+    model = make_model([helper.make_node("Pad", ["x", "pads", "v"], ["y"], mode=mode)], {"x": ([1, 2, 4, 5], F)},
+                       ["y"], {"pads": pads, "v": np.array(1.5, np.float32)}, opset=13)
+    graph = check(model, {"x": f32(1, 2, 4, 5)})
+    assert ops(graph) == ["nn.pad"]
+
+
+@pytest.mark.parametrize("mode,ctm,extra", [
+    ("nearest", "asymmetric", {"nearest_mode": "floor"}),
+    ("nearest", "half_pixel", {"nearest_mode": "round_prefer_ceil"}),
+    ("linear", "half_pixel", {}),
+    ("linear", "align_corners", {}),
+    ("linear", "pytorch_half_pixel", {}),
+])
+def test_resize_sizes(mode: str, ctm: str, extra: dict) -> None:
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, coordinate_transformation_mode=ctm, **extra)
+    model = make_model([node], {"x": ([1, 2, 5, 7], F)}, ["y"], {"sizes": np.array([1, 2, 9, 4], np.int64)}, opset=13)
+    graph = check(model, {"x": f32(1, 2, 5, 7)})
+    assert graph.nodes[0].attrs["size"] == (9, 4)
+
+
+def test_resize_fractional_scale_is_refused() -> None:
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
+    model = make_model([node], {"x": ([1, 1, 4, 4], F)}, ["y"], {"scales": np.array([1, 1, 0.6, 0.6], np.float32)}, opset=13)
+    with pytest.raises(UnsupportedOpError, match="fractional size"):
+        import_model(model)
+
+
+def test_softmax_before_opset_13_flattens() -> None:
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], {"x": ([2, 3, 4], F)}, ["y"], opset=11)
+    graph = check(model, {"x": f32(2, 3, 4)})
+    assert ops(graph) == ["reshape", "nn.softmax", "reshape"]
+
+
+def test_clip_before_opset_11_uses_attributes() -> None:
+    model = make_model([helper.make_node("Clip", ["x"], ["y"], min=-0.5, max=0.25)], {"x": ([3, 4], F)}, ["y"], opset=9)
+    graph = check(model, {"x": f32(3, 4)})
+    assert ops(graph) == ["clip"]
+
+
+def test_erf_gelu_stays_erf_and_gelu20_maps() -> None:
+    nodes = [
+        helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+        helper.make_node("Mul", ["m", "half"], ["y"]),
+        helper.make_node("Gelu", ["x"], ["g"], approximate="tanh"),
+    ]
+    inits = {"sqrt2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32), "half": np.array(0.5, np.float32)}
+    model = make_model(nodes, {"x": ([4, 5], F)}, ["y", "g"], inits, opset=20)
+    graph = check(model, {"x": f32(4, 5)})
+    assert ops(graph) == ["divide", "erf", "add", "multiply", "multiply", "nn.gelu"]
+
+
+def test_decomposed_ops_match_ort() -> None:
+    nodes = [
+        helper.make_node("Conv", ["x1", "w1"], ["c1"], pads=[1, 1], strides=[2]),  # 1-D conv
+        helper.make_node("ConvTranspose", ["x", "wt"], ["ct"], strides=[2, 2], output_padding=[1, 1]),
+        helper.make_node("Split", ["x"], ["s0", "s1", "s2"], axis=1, num_outputs=3),
+        helper.make_node("Slice", ["x", "st", "en", "axs", "stp"], ["sl"]),
+        helper.make_node("Gather", ["x", "idx"], ["ga"], axis=3),
+        helper.make_node("Expand", ["s0", "eshape"], ["ex"]),
+        helper.make_node("Tile", ["s1", "reps"], ["ti"]),
+        helper.make_node("PRelu", ["x", "slope"], ["pr"]),
+        helper.make_node("HardSwish", ["x"], ["hs"]),
+        helper.make_node("DepthToSpace", ["x4"], ["d2s"], blocksize=2, mode="CRD"),
+        helper.make_node("SpaceToDepth", ["x"], ["s2d"], blocksize=2),
+        helper.make_node("ReduceMean", ["x", "rax"], ["rm"], keepdims=0),
+        helper.make_node("ReduceMax", ["x", "rax"], ["rmax"], keepdims=1),
+        helper.make_node("ReduceSum", ["x", "rax"], ["rs"], keepdims=1),
+        helper.make_node("LayerNormalization", ["x", "lg", "lb"], ["ln"], axis=-2),
+        helper.make_node("InstanceNormalization", ["x", "ig", "ib"], ["inn"]),
+        helper.make_node("Dropout", ["x"], ["dr", "mask"]),
+        helper.make_node("Max", ["x", "s0", "slope"], ["mx"]),
+        helper.make_node("Mean", ["x", "s0"], ["mean"]),
+    ]
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    inits = {
+        "w1": f32(4, 2, 3), "wt": f32(6, 2, 3, 3), "st": i64(1, -1), "en": i64(6, 0), "axs": i64(2, 3),
+        "stp": i64(2, -2), "idx": np.array([[3, 0], [1, 1]], np.int64), "eshape": i64(2, 6, 4, 6),
+        "reps": i64(1, 2, 1, 3), "slope": f32(6, 1, 1), "rax": i64(1, 3), "lg": f32(6, 6), "lb": f32(6, 6),
+        "ig": f32(6), "ib": f32(6),
+    }
+    inputs = {"x": ([2, 6, 6, 6], F), "x1": ([1, 2, 9], F), "x4": ([1, 8, 3, 3], F)}
+    outs = ["c1", "ct", "s0", "s1", "s2", "sl", "ga", "ex", "ti", "pr", "hs", "d2s", "s2d", "rm", "rmax", "rs", "ln",
+            "inn", "dr", "mask", "mx", "mean"]
+    model = make_model(nodes, inputs, outs, inits, opset=18)
+    check(model, {"x": f32(2, 6, 6, 6), "x1": f32(1, 2, 9), "x4": f32(1, 8, 3, 3)}, rtol=1e-4, atol=1e-5)
+
+
+def test_unsorted_nodes_are_sorted() -> None:
+    nodes = [helper.make_node("Relu", ["a"], ["y"]), helper.make_node("Neg", ["x"], ["a"])]
+    model = make_model(nodes, {"x": ([3], F)}, ["y"])
+    graph = import_model(model)
+    assert ops(graph) == ["negative", "nn.relu"]
+
+
+def test_constant_operand_required_names_the_tensor() -> None:
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": ([2, 3], F), "s": ([2], TensorProto.INT64)}, ["y"])
+    with pytest.raises(ConstantOperandRequired) as info:
+        import_model(model)
+    assert info.value.tensor == "s" and isinstance(info.value, UnsupportedOpError)
+    assert "Reshape" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_supported_ops_cover_the_brief() -> None:
+    wanted = """Conv ConvTranspose Gemm MatMul BatchNormalization InstanceNormalization Relu LeakyRelu Clip Sigmoid
+        Tanh Gelu Softmax MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool Pad Add Sub Mul Div Max Min Pow
+        Sqrt Erf Reshape Flatten Transpose Concat Split DepthToSpace Resize ReduceMean Cast Identity Dropout Constant
+        Shape Gather Unsqueeze Squeeze Slice ConstantOfShape Range QuantizeLinear DequantizeLinear QLinearConv
+        QLinearMatMul""".split()
+    assert not set(wanted) - set(SUPPORTED_OPS)
+
+
+# -- external data --------------------------------------------------------------------------
+
+
+def _external_model(folder: str, location: str, data: np.ndarray, offset: int = 0) -> onnx.ModelProto:
+    w = helper.make_tensor("w", F, data.shape, vals=[])
+    w.ClearField("float_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(data.nbytes))):
+        entry = w.external_data.add()
+        entry.key, entry.value = k, v
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "ext",
+                              [helper.make_tensor_value_info("x", F, list(data.shape))],
+                              [helper.make_tensor_value_info("y", F, list(data.shape))], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_external_data_is_loaded_from_the_model_folder(tmp_path: os.PathLike) -> None:
+    data = f32(3, 4)
+    sub = os.path.join(tmp_path, "weights")
+    os.mkdir(sub)
+    with open(os.path.join(sub, "w.bin"), "wb") as f:
+        f.write(b"\0" * 16 + data.tobytes() + b"tail")
+    model = _external_model(str(tmp_path), "weights/w.bin", data, offset=16)
+    path = os.path.join(tmp_path, "m.onnx")
+    onnx.save_model(model, path)
+    x = f32(3, 4)
+    graph = accel.import_onnx(path, optimize=False)
+    np.testing.assert_array_equal(accel.execute(graph, {"x": x})["y"], x + data)
+    # the same model as bytes needs base_dir
+    with pytest.raises(ExternalDataError, match="base_dir"):
+        import_model(model.SerializeToString())
+    graph = import_model(model.SerializeToString(), base_dir=tmp_path)
+    np.testing.assert_array_equal(accel.execute(graph, {"x": x})["y"], x + data)
+    # the caller's ModelProto is not modified
+    graph = import_model(model, base_dir=tmp_path)
+    assert model.graph.initializer[0].data_location == TensorProto.EXTERNAL
+
+
+def test_onnx_saved_external_data_round_trips(tmp_path: os.PathLike) -> None:
+    data = f32(64, 64)
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": ([2, 64], F)}, ["y"], {"w": data})
+    path = os.path.join(tmp_path, "big.onnx")
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="big.data",
+                    size_threshold=0)
+    x = f32(2, 64)
+    graph = accel.import_onnx(path, optimize=False)
+    np.testing.assert_allclose(accel.execute(graph, {"x": x})["y"], x @ data, rtol=1e-5, atol=1e-5)
