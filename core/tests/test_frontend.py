@@ -31,11 +31,17 @@ def make_model(
         list(nodes),
         "test",
         [helper.make_tensor_value_info(k, t, s) for k, (s, t) in inputs.items()],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        [onnx.ValueInfoProto(name=o) for o in outputs],
         initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
+    # type the outputs (ONNX Runtime wants them) from onnx's shape inference
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for out in model.graph.output:
+        if out.name in types and types[out.name].type.HasField("tensor_type"):
+            out.type.CopyFrom(types[out.name].type)
     return model
 
 
@@ -46,15 +52,22 @@ def ort_outputs(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> list[np.
     return sess.run(None, feed)
 
 
-def check(model: onnx.ModelProto, feed: dict[str, np.ndarray], *, rtol: float = 1e-5, atol: float = 1e-5,
-          int_tol: int = 0, optimize: bool = False) -> accel.Graph:
+def check(
+    model: onnx.ModelProto,
+    feed: dict[str, np.ndarray],
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+    int_tol: int = 0,
+    optimize: bool = False,
+) -> accel.Graph:
     """Import, lint, run; compare every output with ONNX Runtime. Returns the graph."""
     graph = accel.import_onnx(model, optimize=optimize)
     graph.lint()
     got = accel.execute(graph, feed)
     want = ort_outputs(model, feed)
     assert list(got) == [o.name for o in model.graph.output]
-    for (name, a), b in zip(got.items(), want):
+    for (name, a), b in zip(got.items(), want, strict=False):
         assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, a.shape, b.dtype, b.shape)
         if a.dtype.kind == "f":
             np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
@@ -92,16 +105,34 @@ def test_cnn_with_symbolic_batch_matches_ort() -> None:
         helper.make_node("Softmax", ["logits"], ["prob"]),
     ]
     inits = {
-        "w1": f32(8, 3, 3, 3), "b1": f32(8), "g": f32(8), "be": f32(8), "mu": f32(8),
-        "var": np.abs(f32(8)) + 0.5, "w2": f32(8, 2, 3, 3), "lo": np.array(0, np.float32),
-        "hi": np.array(6, np.float32), "fc": f32(10, 8), "fcb": f32(10),
+        "w1": f32(8, 3, 3, 3),
+        "b1": f32(8),
+        "g": f32(8),
+        "be": f32(8),
+        "mu": f32(8),
+        "var": np.abs(f32(8)) + 0.5,
+        "w2": f32(8, 2, 3, 3),
+        "lo": np.array(0, np.float32),
+        "hi": np.array(6, np.float32),
+        "fc": f32(10, 8),
+        "fcb": f32(10),
     }
     model = make_model(nodes, {"x": (["N", 3, 16, 16], F)}, ["prob"], inits)
     graph = check(model, {"x": f32(1, 3, 16, 16)})
     assert graph.inputs[0].type.shape == (1, 3, 16, 16)  # symbolic batch defaults to 1
     assert ops(graph) == [
-        "nn.conv2d", "nn.bias_add", "nn.batch_norm", "nn.relu", "nn.max_pool2d", "nn.conv2d", "clip",
-        "nn.global_avg_pool2d", "reshape", "nn.dense", "nn.bias_add", "nn.softmax",
+        "nn.conv2d",
+        "nn.bias_add",
+        "nn.batch_norm",
+        "nn.relu",
+        "nn.max_pool2d",
+        "nn.conv2d",
+        "clip",
+        "nn.global_avg_pool2d",
+        "reshape",
+        "nn.dense",
+        "nn.bias_add",
+        "nn.softmax",
     ]
     clip = graph.nodes[6]
     assert clip.attrs["a_min"] == 0.0 and clip.attrs["a_max"] == 6.0
@@ -129,7 +160,9 @@ def test_input_shapes_bind_symbolic_dims() -> None:
 # -- dense / matmul ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("trans_a,trans_b,alpha,beta", [(0, 0, 1.0, 1.0), (1, 0, 0.5, 2.0), (0, 1, 2.0, 0.0), (1, 1, 1.0, 0.5)])
+@pytest.mark.parametrize(
+    "trans_a,trans_b,alpha,beta", [(0, 0, 1.0, 1.0), (1, 0, 0.5, 2.0), (0, 1, 2.0, 0.0), (1, 1, 1.0, 0.5)]
+)
 @pytest.mark.parametrize("const_b", [True, False])
 def test_gemm(trans_a: int, trans_b: int, alpha: float, beta: float, const_b: bool) -> None:
     a = f32(5, 4) if trans_a else f32(4, 5)
@@ -151,8 +184,18 @@ def test_gemm(trans_a: int, trans_b: int, alpha: float, beta: float, const_b: bo
         assert ops(graph)[-1] == ("nn.bias_add" if beta else "nn.dense")
 
 
-@pytest.mark.parametrize("sa,sb", [((4, 6), (6, 3)), ((2, 4, 6), (6, 3)), ((2, 4, 6), (2, 6, 3)), ((6,), (6, 3)),
-                                    ((3, 1, 4, 6), (2, 6, 5)), ((2, 4, 6), (6,)), ((6,), (6,))])
+@pytest.mark.parametrize(
+    "sa,sb",
+    [
+        ((4, 6), (6, 3)),
+        ((2, 4, 6), (6, 3)),
+        ((2, 4, 6), (2, 6, 3)),
+        ((6,), (6, 3)),
+        ((3, 1, 4, 6), (2, 6, 5)),
+        ((2, 4, 6), (6,)),
+        ((6,), (6,)),
+    ],
+)
 def test_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
     a, b = f32(*sa), f32(*sb)
     model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": (sa, F), "b": (sb, F)}, ["y"])
@@ -187,7 +230,7 @@ def test_shape_chain_folds_to_a_reshape() -> None:
         helper.make_node("Unsqueeze", ["ones", "ax1"], ["ones2"]),
         helper.make_node("Mul", ["y", "ones2"], ["z"]),
     ]
-    inits = {"zero": i64(0), "ax": i64(0), "ax1": i64(1), "two": i64(2), "four": i64(4), "three": i64(3)}
+    inits = {"zero": np.array(0, np.int64), "ax": i64(0), "ax1": i64(1), "two": i64(2), "four": i64(4), "three": i64(3)}
     model = make_model(nodes, {"x": ([2, 3, 4, 5], F)}, ["z"], inits, opset=17)
     graph = check(model, {"x": f32(2, 3, 4, 5)})
     assert ops(graph) == ["reshape", "multiply"]
@@ -221,8 +264,10 @@ def _qparams(x: np.ndarray, dtype: str = "uint8") -> tuple[np.ndarray, np.ndarra
 def test_dequantize_of_constant_stays_a_node_with_quant_params() -> None:
     w = RNG.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
     ws = (RNG.random(4) * 0.01 + 0.001).astype(np.float32)
-    nodes = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
-             helper.make_node("Conv", ["x", "wf"], ["y"])]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
+        helper.make_node("Conv", ["x", "wf"], ["y"]),
+    ]
     model = make_model(nodes, {"x": ([1, 3, 8, 8], F)}, ["y"], {"w": w, "ws": ws, "wz": np.zeros(4, np.int8)}, opset=13)
     graph = check(model, {"x": f32(1, 3, 8, 8)})
     dq = graph.nodes[0]
@@ -251,20 +296,34 @@ def test_qdq_model_matches_ort() -> None:
 
 
 def test_qlinear_conv_and_matmul_match_ort_within_one() -> None:
+    # |w| <= 63: ORT's x86 u8s8 kernels add pairs of products in int16, which saturates beyond that
     x = RNG.integers(0, 256, (1, 3, 9, 9)).astype(np.uint8)
-    w = RNG.integers(-100, 100, (6, 3, 3, 3)).astype(np.int8)
+    w = RNG.integers(-63, 64, (6, 3, 3, 3)).astype(np.int8)
     bias = RNG.integers(-500, 500, 6).astype(np.int32)
-    b = RNG.integers(-100, 100, (6, 5)).astype(np.int8)
+    b = RNG.integers(-63, 64, (6, 5)).astype(np.int8)
     inits = {
-        "xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8), "w": w,
-        "ws": (RNG.random(6) * 0.01 + 0.002).astype(np.float32), "wz": np.zeros(6, np.int8),
-        "ys": np.array(0.05, np.float32), "yz": np.array(128, np.uint8), "bias": bias,
-        "b": b, "bs": np.array(0.01, np.float32), "bz": np.array(0, np.int8),
-        "zs": np.array(0.3, np.float32), "zz": np.array(100, np.uint8),
+        "xs": np.array(0.02, np.float32),
+        "xz": np.array(120, np.uint8),
+        "w": w,
+        "ws": (RNG.random(6) * 0.01 + 0.002).astype(np.float32),
+        "wz": np.zeros(6, np.int8),
+        "ys": np.array(0.05, np.float32),
+        "yz": np.array(128, np.uint8),
+        "bias": bias,
+        "b": b,
+        "bs": np.array(0.01, np.float32),
+        "bz": np.array(0, np.int8),
+        "zs": np.array(0.3, np.float32),
+        "zz": np.array(100, np.uint8),
     }
     nodes = [
-        helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
-                         pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node(
+            "QLinearConv",
+            ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"],
+            ["y"],
+            pads=[1, 1, 1, 1],
+            strides=[2, 2],
+        ),
         helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 3, 1]),
         helper.make_node("QLinearMatMul", ["yt", "ys", "yz", "b", "bs", "bz", "zs", "zz"], ["z"]),
     ]
@@ -277,8 +336,12 @@ def test_qlinear_conv_and_matmul_match_ort_within_one() -> None:
 
 
 def test_lppool_p2_lowers_to_power_avgpool_multiply_sqrt() -> None:
-    model = make_model([helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[1, 2], p=2,
-                                         pads=[1, 0, 1, 0])], {"x": ([1, 2, 6, 6], F)}, ["y"], opset=18)
+    model = make_model(
+        [helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[1, 2], p=2, pads=[1, 0, 1, 0])],
+        {"x": ([1, 2, 6, 6], F)},
+        ["y"],
+        opset=18,
+    )
     graph = check(model, {"x": f32(1, 2, 6, 6)})
     assert ops(graph) == ["power", "nn.avg_pool2d", "multiply", "sqrt"]
     assert graph.nodes[1].attrs["count_include_pad"] is True
@@ -287,21 +350,31 @@ def test_lppool_p2_lowers_to_power_avgpool_multiply_sqrt() -> None:
 @pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
 def test_pad_modes(mode: str) -> None:
     pads = np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)
-    model = make_model([helper.make_node("Pad", ["x", "pads", "v"], ["y"], mode=mode)], {"x": ([1, 2, 4, 5], F)},
-                       ["y"], {"pads": pads, "v": np.array(1.5, np.float32)}, opset=13)
+    model = make_model(
+        [helper.make_node("Pad", ["x", "pads", "v"], ["y"], mode=mode)],
+        {"x": ([1, 2, 4, 5], F)},
+        ["y"],
+        {"pads": pads, "v": np.array(1.5, np.float32)},
+        opset=13,
+    )
     graph = check(model, {"x": f32(1, 2, 4, 5)})
     assert ops(graph) == ["nn.pad"]
 
 
-@pytest.mark.parametrize("mode,ctm,extra", [
-    ("nearest", "asymmetric", {"nearest_mode": "floor"}),
-    ("nearest", "half_pixel", {"nearest_mode": "round_prefer_ceil"}),
-    ("linear", "half_pixel", {}),
-    ("linear", "align_corners", {}),
-    ("linear", "pytorch_half_pixel", {}),
-])
+@pytest.mark.parametrize(
+    "mode,ctm,extra",
+    [
+        ("nearest", "asymmetric", {"nearest_mode": "floor"}),
+        ("nearest", "half_pixel", {"nearest_mode": "round_prefer_ceil"}),
+        ("linear", "half_pixel", {}),
+        ("linear", "align_corners", {}),
+        ("linear", "pytorch_half_pixel", {}),
+    ],
+)
 def test_resize_sizes(mode: str, ctm: str, extra: dict) -> None:
-    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, coordinate_transformation_mode=ctm, **extra)
+    node = helper.make_node(
+        "Resize", ["x", "", "", "sizes"], ["y"], mode=mode, coordinate_transformation_mode=ctm, **extra
+    )
     model = make_model([node], {"x": ([1, 2, 5, 7], F)}, ["y"], {"sizes": np.array([1, 2, 9, 4], np.int64)}, opset=13)
     graph = check(model, {"x": f32(1, 2, 5, 7)})
     assert graph.nodes[0].attrs["size"] == (9, 4)
@@ -309,7 +382,9 @@ def test_resize_sizes(mode: str, ctm: str, extra: dict) -> None:
 
 def test_resize_fractional_scale_is_refused() -> None:
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
-    model = make_model([node], {"x": ([1, 1, 4, 4], F)}, ["y"], {"scales": np.array([1, 1, 0.6, 0.6], np.float32)}, opset=13)
+    model = make_model(
+        [node], {"x": ([1, 1, 4, 4], F)}, ["y"], {"scales": np.array([1, 1, 0.6, 0.6], np.float32)}, opset=13
+    )
     with pytest.raises(UnsupportedOpError, match="fractional size"):
         import_model(model)
 
@@ -328,12 +403,18 @@ def test_clip_before_opset_11_uses_attributes() -> None:
 
 def test_erf_gelu_stays_erf_and_gelu20_maps() -> None:
     nodes = [
-        helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-        helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+        helper.make_node("Div", ["x", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        helper.make_node("Mul", ["x", "a"], ["m"]),
         helper.make_node("Mul", ["m", "half"], ["y"]),
         helper.make_node("Gelu", ["x"], ["g"], approximate="tanh"),
     ]
-    inits = {"sqrt2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32), "half": np.array(0.5, np.float32)}
+    inits = {
+        "sqrt2": np.array(np.sqrt(2), np.float32),
+        "one": np.array(1, np.float32),
+        "half": np.array(0.5, np.float32),
+    }
     model = make_model(nodes, {"x": ([4, 5], F)}, ["y", "g"], inits, opset=20)
     graph = check(model, {"x": f32(4, 5)})
     assert ops(graph) == ["divide", "erf", "add", "multiply", "multiply", "nn.gelu"]
@@ -346,7 +427,7 @@ def test_decomposed_ops_match_ort() -> None:
         helper.make_node("Split", ["x"], ["s0", "s1", "s2"], axis=1, num_outputs=3),
         helper.make_node("Slice", ["x", "st", "en", "axs", "stp"], ["sl"]),
         helper.make_node("Gather", ["x", "idx"], ["ga"], axis=3),
-        helper.make_node("Expand", ["s0", "eshape"], ["ex"]),
+        helper.make_node("Expand", ["xe", "eshape"], ["ex"]),
         helper.make_node("Tile", ["s1", "reps"], ["ti"]),
         helper.make_node("PRelu", ["x", "slope"], ["pr"]),
         helper.make_node("HardSwish", ["x"], ["hs"]),
@@ -358,21 +439,60 @@ def test_decomposed_ops_match_ort() -> None:
         helper.make_node("LayerNormalization", ["x", "lg", "lb"], ["ln"], axis=-2),
         helper.make_node("InstanceNormalization", ["x", "ig", "ib"], ["inn"]),
         helper.make_node("Dropout", ["x"], ["dr", "mask"]),
-        helper.make_node("Max", ["x", "s0", "slope"], ["mx"]),
-        helper.make_node("Mean", ["x", "s0"], ["mean"]),
+        helper.make_node("Max", ["x", "xe6", "slope"], ["mx"]),
+        helper.make_node("Mean", ["x", "xe6"], ["mean"]),
     ]
     i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
     inits = {
-        "w1": f32(4, 2, 3), "wt": f32(6, 2, 3, 3), "st": i64(1, -1), "en": i64(6, 0), "axs": i64(2, 3),
-        "stp": i64(2, -2), "idx": np.array([[3, 0], [1, 1]], np.int64), "eshape": i64(2, 6, 4, 6),
-        "reps": i64(1, 2, 1, 3), "slope": f32(6, 1, 1), "rax": i64(1, 3), "lg": f32(6, 6), "lb": f32(6, 6),
-        "ig": f32(6), "ib": f32(6),
+        "w1": f32(4, 2, 3),
+        "wt": f32(6, 2, 3, 3),
+        "st": i64(1, -1),
+        "en": i64(6, 0),
+        "axs": i64(2, 3),
+        "stp": i64(2, -2),
+        "idx": np.array([[3, 0], [1, 1]], np.int64),
+        "eshape": i64(2, 1, 3, 4, 1),
+        "reps": i64(1, 2, 1, 3),
+        "slope": f32(6, 1, 1),
+        "rax": i64(1, 3),
+        "lg": f32(6, 6),
+        "lb": f32(6, 6),
+        "ig": f32(6),
+        "ib": f32(6),
+        "xe6": f32(6, 1),
     }
-    inputs = {"x": ([2, 6, 6, 6], F), "x1": ([1, 2, 9], F), "x4": ([1, 8, 3, 3], F)}
-    outs = ["c1", "ct", "s0", "s1", "s2", "sl", "ga", "ex", "ti", "pr", "hs", "d2s", "s2d", "rm", "rmax", "rs", "ln",
-            "inn", "dr", "mask", "mx", "mean"]
+    inputs = {"x": ([2, 6, 6, 6], F), "x1": ([1, 2, 9], F), "x4": ([1, 8, 3, 3], F), "xe": ([3, 1, 5], F)}
+    outs = [
+        "c1",
+        "ct",
+        "s0",
+        "s1",
+        "s2",
+        "sl",
+        "ga",
+        "ex",
+        "ti",
+        "pr",
+        "hs",
+        "d2s",
+        "s2d",
+        "rm",
+        "rmax",
+        "rs",
+        "ln",
+        "inn",
+        "dr",
+        "mask",
+        "mx",
+        "mean",
+    ]
     model = make_model(nodes, inputs, outs, inits, opset=18)
-    check(model, {"x": f32(2, 6, 6, 6), "x1": f32(1, 2, 9), "x4": f32(1, 8, 3, 3)}, rtol=1e-4, atol=1e-5)
+    check(
+        model,
+        {"x": f32(2, 6, 6, 6), "x1": f32(1, 2, 9), "x4": f32(1, 8, 3, 3), "xe": f32(3, 1, 5)},
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_unsorted_nodes_are_sorted() -> None:
@@ -383,7 +503,9 @@ def test_unsorted_nodes_are_sorted() -> None:
 
 
 def test_constant_operand_required_names_the_tensor() -> None:
-    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": ([2, 3], F), "s": ([2], TensorProto.INT64)}, ["y"])
+    model = make_model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": ([2, 3], F), "s": ([2], TensorProto.INT64)}, ["y"]
+    )
     with pytest.raises(ConstantOperandRequired) as info:
         import_model(model)
     assert info.value.tensor == "s" and isinstance(info.value, UnsupportedOpError)
@@ -391,11 +513,59 @@ def test_constant_operand_required_names_the_tensor() -> None:
 
 
 def test_supported_ops_cover_the_brief() -> None:
-    wanted = """Conv ConvTranspose Gemm MatMul BatchNormalization InstanceNormalization Relu LeakyRelu Clip Sigmoid
-        Tanh Gelu Softmax MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool Pad Add Sub Mul Div Max Min Pow
-        Sqrt Erf Reshape Flatten Transpose Concat Split DepthToSpace Resize ReduceMean Cast Identity Dropout Constant
-        Shape Gather Unsqueeze Squeeze Slice ConstantOfShape Range QuantizeLinear DequantizeLinear QLinearConv
-        QLinearMatMul""".split()
+    wanted = [
+        "Conv",
+        "ConvTranspose",
+        "Gemm",
+        "MatMul",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "Relu",
+        "LeakyRelu",
+        "Clip",
+        "Sigmoid",
+        "Tanh",
+        "Gelu",
+        "Softmax",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "LpPool",
+        "Pad",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
+        "Pow",
+        "Sqrt",
+        "Erf",
+        "Reshape",
+        "Flatten",
+        "Transpose",
+        "Concat",
+        "Split",
+        "DepthToSpace",
+        "Resize",
+        "ReduceMean",
+        "Cast",
+        "Identity",
+        "Dropout",
+        "Constant",
+        "Shape",
+        "Gather",
+        "Unsqueeze",
+        "Squeeze",
+        "Slice",
+        "ConstantOfShape",
+        "Range",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "QLinearConv",
+        "QLinearMatMul",
+    ]
     assert not set(wanted) - set(SUPPORTED_OPS)
 
 
@@ -403,15 +573,18 @@ def test_supported_ops_cover_the_brief() -> None:
 
 
 def _external_model(folder: str, location: str, data: np.ndarray, offset: int = 0) -> onnx.ModelProto:
-    w = helper.make_tensor("w", F, data.shape, vals=[])
-    w.ClearField("float_data")
+    w = TensorProto(name="w", data_type=F, dims=data.shape)
     w.data_location = TensorProto.EXTERNAL
     for k, v in (("location", location), ("offset", str(offset)), ("length", str(data.nbytes))):
         entry = w.external_data.add()
         entry.key, entry.value = k, v
-    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "ext",
-                              [helper.make_tensor_value_info("x", F, list(data.shape))],
-                              [helper.make_tensor_value_info("y", F, list(data.shape))], initializer=[w])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "ext",
+        [helper.make_tensor_value_info("x", F, list(data.shape))],
+        [helper.make_tensor_value_info("y", F, list(data.shape))],
+        initializer=[w],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -443,8 +616,9 @@ def test_onnx_saved_external_data_round_trips(tmp_path: os.PathLike) -> None:
     data = f32(64, 64)
     model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": ([2, 64], F)}, ["y"], {"w": data})
     path = os.path.join(tmp_path, "big.onnx")
-    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="big.data",
-                    size_threshold=0)
+    onnx.save_model(
+        model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="big.data", size_threshold=0
+    )
     x = f32(2, 64)
     graph = accel.import_onnx(path, optimize=False)
     np.testing.assert_allclose(accel.execute(graph, {"x": x})["y"], x @ data, rtol=1e-5, atol=1e-5)

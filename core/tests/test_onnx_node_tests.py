@@ -15,18 +15,17 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
+from onnx_node_expectations import EXPECTED_FAILURES, NOT_CLAIMED
 
 import accel
 from accel.errors import ModelError, UnsupportedOpError
 from accel.frontend import onnx as frontend
-
-from onnx_node_expectations import EXPECTED_FAILURES, NOT_CLAIMED
 
 MIN_PASS_RATE = 0.95
 
@@ -80,7 +79,7 @@ def _compare(got: list, expected: list) -> str | None:
     """None when the outputs match, else why not."""
     if len(got) != len(expected):
         return f"{len(got)} outputs, expected {len(expected)}"
-    for i, (a, e) in enumerate(zip(got, expected)):
+    for i, (a, e) in enumerate(zip(got, expected, strict=False)):
         e = np.asarray(e)
         if a.dtype != e.dtype:
             return f"output {i}: dtype {a.dtype}, expected {e.dtype}"
@@ -104,7 +103,7 @@ def _category(message: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def outcome(name: str) -> Outcome:
     case = _cases()[name]
     model = case.model
@@ -112,7 +111,7 @@ def outcome(name: str) -> Outcome:
     if missing:
         return Outcome("unclaimed-op", ", ".join(missing))
     inputs, expected = case.data_sets[0]
-    feed = {vi.name: _array(x) for vi, x in zip(model.graph.input, inputs)}
+    feed = {vi.name: _array(x) for vi, x in zip(model.graph.input, inputs, strict=False)}
     expected = [_array(x) for x in expected]
     frozen: list[str] = []
     try:
@@ -172,8 +171,16 @@ def test_node_case(name: str) -> None:
 
 
 def _stats() -> dict[str, int]:
-    counts = {"cases": 0, "claimed": 0, "passed": 0, "expected-fail": 0, "failed": 0, "not-claimed-op": 0,
-              "not-claimed-refused": 0, "frozen-operands": 0}
+    counts = {
+        "cases": 0,
+        "claimed": 0,
+        "passed": 0,
+        "expected-fail": 0,
+        "failed": 0,
+        "not-claimed-op": 0,
+        "not-claimed-refused": 0,
+        "frozen-operands": 0,
+    }
     for name in NAMES:
         o = outcome(name)
         counts["cases"] += 1

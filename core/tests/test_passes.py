@@ -324,6 +324,12 @@ def test_simplify_pipeline():
     assert_same(g, out, rtol=1e-5)
 
 
+def test_simplify_is_idempotent():
+    for g in (_conv_bn_graph(), _qdq_conv_with_float_head()):
+        once = simplify(g)
+        assert str(simplify(once)) == str(once)
+
+
 def test_simplify_on_qdq_graph_folds_the_float_head():
     g = _qdq_conv_with_float_head()
     out = simplify(g)

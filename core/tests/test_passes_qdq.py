@@ -108,7 +108,7 @@ def test_conv_group_with_int32_bias_and_relu(per_channel):
     acc_scale = (np.float32(0.05) * w.type.quant.scale).astype(np.float32)
     bias = b.const(
         RNG.integers(-3000, 3000, 8).astype(np.int32),
-        QuantParams(acc_scale if per_channel else acc_scale, 0, axis=0 if per_channel else None),
+        QuantParams(acc_scale, 0, axis=0 if per_channel else None),
     )
     y = b.op("nn.conv2d", b.dq(b.x["x"]), b.dq(w), padding=(1, 1, 1, 1), strides=(2, 2))
     y = b.op("nn.relu", b.op("nn.bias_add", y, b.dq(bias)))
@@ -116,7 +116,7 @@ def test_conv_group_with_int32_bias_and_relu(per_channel):
     out = qdq_to_qnn(g)
     assert ops(out) == ["qnn.conv2d", "nn.bias_add", "nn.relu", "qnn.requantize"]
     conv, bias_add = out.nodes[0], out.nodes[1]
-    assert conv.inputs[1] is not None and conv.inputs[1].const is w.const  # the int8 weight itself
+    assert conv.inputs[1].const is w.const  # the int8 weight itself, not a copy
     np.testing.assert_array_equal(bias_add.inputs[1].const, bias.const)  # already in the accumulator scale
     assert out.outputs[0].name == g.outputs[0].name
     assert_within_one(g, out)

@@ -174,7 +174,9 @@ def check_tensor(tensor: TensorProto, base_dir: str | os.PathLike[str]) -> Exter
     if unknown:
         raise ExternalDataError(f"tensor {tensor.name!r}: unknown external data key(s) {', '.join(unknown)}")
     if "basepath" in entries:
-        raise ExternalDataError(f"tensor {tensor.name!r}: external data 'basepath' is not accepted; use 'location' only")
+        raise ExternalDataError(
+            f"tensor {tensor.name!r}: external data 'basepath' is not accepted; use 'location' only"
+        )
     path = resolve_location(entries.get("location", ""), base_dir, tensor=tensor.name)
     offset = _int_entry(tensor, entries, "offset") or 0
     length = _int_entry(tensor, entries, "length")
@@ -238,7 +240,7 @@ def load_external_data(model: ModelProto, base_dir: str | os.PathLike[str] | Non
             "as a path: pass base_dir= (the folder holding the data files)"
         )
     refs = [check_tensor(t, base_dir) for t in tensors]
-    for tensor, ref in zip(tensors, refs):
+    for tensor, ref in zip(tensors, refs, strict=False):
         tensor.raw_data = _read(ref)
         del tensor.external_data[:]
         tensor.data_location = TensorProto.DEFAULT
@@ -248,4 +250,3 @@ def load_external_data(model: ModelProto, base_dir: str | os.PathLike[str] | Non
 def uses_external_data(model: ModelProto) -> bool:
     """Whether any tensor of ``model`` is stored externally."""
     return bool(external_tensors(model))
-

@@ -24,6 +24,7 @@ named after the ONNX tensor they help compute (``y/reshape``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -303,7 +304,9 @@ class _Importer:
         return name
 
     # -- values --------------------------------------------------------------------
-    def const(self, data: Any, hint: str | None = None, *, out: str | None = None, quant: QuantParams | None = None) -> Value:
+    def const(
+        self, data: Any, hint: str | None = None, *, out: str | None = None, quant: QuantParams | None = None
+    ) -> Value:
         """A constant value (named ``out`` when that ONNX name is free)."""
         arr = _frozen(data)
         try:
@@ -314,7 +317,9 @@ class _Importer:
     def scalar(self, value: Any, dtype: str) -> Value:
         return self.const(np.array(value, dtype=dtype), f"{self.hint}/scalar")
 
-    def emit(self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *, out: str | None = None) -> Value:
+    def emit(
+        self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *, out: str | None = None
+    ) -> Value:
         """Append one IR node with one output (constant inputs fold at once)."""
         return self.emit_multi(op, inputs, attrs, outs=[out])[0]
 
@@ -332,7 +337,7 @@ class _Importer:
         outs += [None] * (len(types) - len(outs))
         if inputs and all(v.const is not None for v in inputs) and op not in _NO_FOLD:
             arrays = self._fold(op, full, inputs, types)
-            return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs)]
+            return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs, strict=False)]
         short = op.rsplit(".", 1)[-1]
         names = [self._value_name(o, f"{self.hint}/{short}") for o in outs]
         node = Node(op, inputs, full, types, name=self._fresh_node(self.node_name or short), output_names=names)
@@ -352,7 +357,7 @@ class _Importer:
         except Exception as exc:
             raise ModelError(f"node {self.label}: evaluating {op} on constants failed: {exc}") from None
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        for a, t in zip(outs, types):
+        for a, t in zip(outs, types, strict=False):
             if tuple(a.shape) != t.shape or a.dtype.name != t.dtype:
                 raise GraphError(f"node {self.label}: kernel of {op} returned {a.dtype.name}{list(a.shape)}, typed {t}")
         return [np.asarray(a) for a in outs]
@@ -395,7 +400,7 @@ class _Importer:
         idx = [int(i) for i in indices]
         if not idx:
             raise UnsupportedOpError(f"node {self.label}: selecting no element of run-time data is not supported")
-        steps = {b - a for a, b in zip(idx, idx[1:])}
+        steps = {b - a for a, b in itertools.pairwise(idx)}
         if len(steps) == 1 and (step := steps.pop()) > 1:
             n, start = len(idx), idx[0]
             last = idx[-1] + 1
@@ -406,9 +411,9 @@ class _Importer:
                 pv: Any = False if v.type.dtype == "bool" else (0.0 if v.type.dtype in _FLOATS else 0)
                 t = self.emit("nn.pad", [t], {"pad_width": width, "pad_mode": "constant", "pad_value": pv})
             shape = v.type.shape
-            t = self.reshape(t, shape[:axis] + (n, step) + shape[axis + 1:])
+            t = self.reshape(t, (*shape[:axis], n, step, *shape[axis + 1 :]))
             t = self.slice_axis(t, axis + 1, 0, 1)
-            return self.reshape(t, shape[:axis] + (n,) + shape[axis + 1:])
+            return self.reshape(t, (*shape[:axis], n, *shape[axis + 1 :]))
         runs: list[tuple[int, int]] = []
         for i in idx:
             if runs and i == runs[-1][1]:
@@ -416,7 +421,9 @@ class _Importer:
             else:
                 runs.append((i, i + 1))
         if len(runs) > 4096:
-            raise UnsupportedOpError(f"node {self.label}: gathering {len(runs)} slices of run-time data is not supported")
+            raise UnsupportedOpError(
+                f"node {self.label}: gathering {len(runs)} slices of run-time data is not supported"
+            )
         return self.concat([self.slice_axis(v, axis, a, b) for a, b in runs], axis)
 
     def repeat(self, v: Value, times: int, axis: int) -> Value:
@@ -440,7 +447,7 @@ class _Importer:
         if v.const is not None:
             return self.const(np.broadcast_to(v.const, shape).copy())
         cur = self.reshape(v, (1,) * (len(shape) - v.type.rank) + v.type.shape)
-        for axis, (d, t) in enumerate(zip(cur.type.shape, shape)):
+        for axis, (d, t) in enumerate(zip(cur.type.shape, shape, strict=False)):
             if d != t:
                 if d != 1:
                     raise ModelError(f"node {self.label}: cannot broadcast {list(v.type.shape)} to {list(shape)}")
@@ -531,7 +538,7 @@ class _Importer:
                 dims = list(tt.shape.dim)
                 if len(dims) != len(shape):
                     raise ModelError(f"input_shapes[{name!r}] has rank {len(shape)} but {what} has rank {len(dims)}")
-                for i, (d, s) in enumerate(zip(dims, shape)):
+                for i, (d, s) in enumerate(zip(dims, shape, strict=False)):
                     if d.HasField("dim_value") and d.dim_value != s:
                         raise ModelError(
                             f"input_shapes[{name!r}] = {shape} disagrees with the model's dimension {d.dim_value} at axis {i}"
@@ -684,7 +691,9 @@ class _Importer:
                 continue
             v = outs[i] if i < len(outs) else None
             if v is None:
-                raise UnsupportedOpError(f"{node.op_type} at node {self.label}: output #{i} ({name!r}) is not supported")
+                raise UnsupportedOpError(
+                    f"{node.op_type} at node {self.label}: output #{i} ({name!r}) is not supported"
+                )
             self.env[name] = v
 
     def bind_outputs(self) -> list[Value]:
@@ -951,8 +960,14 @@ def _softmax(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 # -- convolution, dense, pooling ---------------------------------------------------------
 
 
-def _auto_pads(cv: _Importer, a: _Attrs, in_sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-               dilations: Sequence[int]) -> list[int]:
+def _auto_pads(
+    cv: _Importer,
+    a: _Attrs,
+    in_sizes: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+) -> list[int]:
     """ONNX pads (begins then ends) from ``auto_pad`` / ``pads``."""
     nd = len(in_sizes)
     auto = a.str("auto_pad", "NOTSET")
@@ -968,7 +983,7 @@ def _auto_pads(cv: _Importer, a: _Attrs, in_sizes: Sequence[int], kernel: Sequen
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise ModelError(f"node {cv.label}: unknown auto_pad {auto!r}")
     begins, ends = [], []
-    for n, k, s, d in zip(in_sizes, kernel, strides, dilations):
+    for n, k, s, d in zip(in_sizes, kernel, strides, dilations, strict=False):
         out = -(-n // s)
         total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
         small, big = total // 2, total - total // 2
@@ -1056,7 +1071,10 @@ def _conv_transpose(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
     sizes = x.type.shape[2:]
     if any(len(v) != nd for v in (kernel, strides, dilations, out_pad)):
         raise ModelError(f"node {cv.label}: kernel_shape/strides/dilations/output_padding must have {nd} values")
-    natural = [s * (n - 1) + op + (k - 1) * d + 1 for n, k, s, d, op in zip(sizes, kernel, strides, dilations, out_pad)]
+    natural = [
+        s * (n - 1) + op + (k - 1) * d + 1
+        for n, k, s, d, op in zip(sizes, kernel, strides, dilations, out_pad, strict=False)
+    ]
     if "pads" in a or (auto == "NOTSET" and out_shape is None) or auto == "VALID":
         pads = [0] * 2 * nd if auto == "VALID" else a.ints("pads", [0] * 2 * nd)
         if len(pads) != 2 * nd or any(p < 0 for p in pads):
@@ -1069,7 +1087,7 @@ def _conv_transpose(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
                     raise ModelError(f"node {cv.label}: output_shape {out_shape} is smaller than the padded output")
                 out_pad[i] += extra
     else:
-        want = out_shape[-nd:] if out_shape is not None else [n * s for n, s in zip(sizes, strides)]
+        want = out_shape[-nd:] if out_shape is not None else [n * s for n, s in zip(sizes, strides, strict=False)]
         begins, ends = [], []
         for i in range(nd):
             total = natural[i] - want[i]
@@ -1084,11 +1102,19 @@ def _conv_transpose(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
                 ends.append(total // 2)
         pads = begins + ends
     if nd == 1:
-        attrs = {"strides": (1, strides[0]), "dilation": (1, dilations[0]), "padding": (0, pads[0], 0, pads[1]),
-                 "output_padding": (0, out_pad[0])}
+        attrs = {
+            "strides": (1, strides[0]),
+            "dilation": (1, dilations[0]),
+            "padding": (0, pads[0], 0, pads[1]),
+            "output_padding": (0, out_pad[0]),
+        }
     else:
-        attrs = {"strides": tuple(strides), "dilation": tuple(dilations), "padding": tuple(pads),
-                 "output_padding": tuple(out_pad)}
+        attrs = {
+            "strides": tuple(strides),
+            "dilation": tuple(dilations),
+            "padding": tuple(pads),
+            "output_padding": tuple(out_pad),
+        }
     attrs.update(groups=a.int("group", 1), kernel_layout="IOHW")
     y = cv.emit("nn.conv2d_transpose", [_to_2d(cv, x), _to_2d(cv, w)], attrs)
     if b is not None:
@@ -1145,17 +1171,21 @@ def _matmul_values(cv: _Importer, A: Value, B: Value, out: str | None) -> Value:
     b = cv.reshape(B, (B.type.shape[0], 1)) if b1 else B
     (m, k), (k2, n) = a.type.shape[-2:], b.type.shape[-2:]
     if k != k2:
-        raise ModelError(f"node {cv.label}: MatMul of {list(A.type.shape)} and {list(B.type.shape)}: inner dimensions differ")
+        raise ModelError(
+            f"node {cv.label}: MatMul of {list(A.type.shape)} and {list(B.type.shape)}: inner dimensions differ"
+        )
     ba, bb = a.type.shape[:-2], b.type.shape[:-2]
     try:
         batch = tuple(np.broadcast_shapes(ba, bb))
     except ValueError:
-        raise ModelError(f"node {cv.label}: MatMul batch dimensions {list(ba)} and {list(bb)} do not broadcast") from None
+        raise ModelError(
+            f"node {cv.label}: MatMul batch dimensions {list(ba)} and {list(bb)} do not broadcast"
+        ) from None
 
     def to3(v: Value, vb: tuple[int, ...], rows: int, cols: int) -> Value:
         full = (1,) * (len(batch) - len(vb)) + vb
         if full != batch and _prod(vb) != 1:
-            v = cv.broadcast_to(v, batch + (rows, cols))
+            v = cv.broadcast_to(v, (*batch, rows, cols))
             vb = batch
         return cv.reshape(v, (_prod(vb), rows, cols))
 
@@ -1179,7 +1209,9 @@ def _batch_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 @_op("InstanceNormalization")
 def _instance_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x, s, b = (cv.need(node, ins, i, w) for i, w in enumerate(("input", "scale", "B")))
-    return [cv.emit("nn.instance_norm", [x, s, b], {"axis": 1, "epsilon": a.float("epsilon", 1e-5)}, out=node.output[0])]
+    return [
+        cv.emit("nn.instance_norm", [x, s, b], {"axis": 1, "epsilon": a.float("epsilon", 1e-5)}, out=node.output[0])
+    ]
 
 
 @_op("LayerNormalization")
@@ -1198,7 +1230,7 @@ def _layer_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     dt = x.type.dtype
     xs = cv.emit("cast", [x], {"dtype": "float32"}) if stash == 1 and dt != "float32" and dt != "float64" else x
     sdt = xs.type.dtype
-    outs = list(node.output) + ["", ""]
+    outs = [*list(node.output), "", ""]
     mean = cv.emit("mean", [xs], {"axis": axes, "keepdims": True}, out=outs[1] or None)
     d = cv.emit("subtract", [xs, mean])
     var = cv.emit("mean", [cv.emit("multiply", [d, d])], {"axis": axes, "keepdims": True})
@@ -1419,11 +1451,13 @@ def _pad(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
             if end < start:
                 raise ModelError(f"node {cv.label}: negative pads crop axis {ax} below zero")
             y = cv.slice_axis(y, ax, start, end)
-    pad_width = tuple((max(b, 0), max(e, 0)) for b, e in zip(before, after))
+    pad_width = tuple((max(b, 0), max(e, 0)) for b, e in zip(before, after, strict=False))
     if all(b == 0 and e == 0 for b, e in pad_width):
         return [y if y is x else _rename(cv, y, node.output[0])]
     pad_value = float(value) if x.type.dtype in _FLOATS else (bool(value) if x.type.dtype == "bool" else int(value))
-    return [cv.emit("nn.pad", [y], {"pad_width": pad_width, "pad_mode": mode, "pad_value": pad_value}, out=node.output[0])]
+    return [
+        cv.emit("nn.pad", [y], {"pad_width": pad_width, "pad_mode": mode, "pad_value": pad_value}, out=node.output[0])
+    ]
 
 
 # -- shape and data movement -------------------------------------------------------------
@@ -1576,7 +1610,9 @@ def _split(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
                 raise ModelError(f"node {cv.label}: axis {axis} of size {dim} does not split into {k} equal parts")
             sizes = [dim // k] * k
     if len(sizes) != n_out or sum(sizes) != dim or any(s < 0 for s in sizes):
-        raise ModelError(f"node {cv.label}: split sizes {sizes} do not cut axis {axis} of size {dim} into {n_out} parts")
+        raise ModelError(
+            f"node {cv.label}: split sizes {sizes} do not cut axis {axis} of size {dim} into {n_out} parts"
+        )
     if n_out == 1:
         return [x]
     points = tuple(int(p) for p in np.cumsum(sizes)[:-1])
@@ -1603,7 +1639,7 @@ def _slice(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise ModelError(f"node {cv.label}: starts/ends/axes/steps lengths differ")
     index: list[np.ndarray | slice] = [slice(None)] * rank
     ranges: dict[int, tuple[int, int, int]] = {}
-    for start, end, ax, step in zip(starts, ends, axes, steps):
+    for start, end, ax, step in zip(starts, ends, axes, steps, strict=False):
         ax = _axis(cv, ax, rank)
         if ax in ranges:
             raise ModelError(f"node {cv.label}: Slice names axis {ax} twice")
@@ -1643,7 +1679,9 @@ def _gather(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if x.const is None and idx_v.const is None:
         raise ConstantOperandRequired(
             f"node {cv.label}: Gather's indices {node.input[1]!r} are computed at run time; accel gathers only "
-            "with constant indices", node.input[1])
+            "with constant indices",
+            node.input[1],
+        )
     idx = cv.const_input(node, ins, 1, "indices").astype(np.int64)
     if np.any(idx < -dim) or np.any(idx >= dim):
         raise ModelError(f"node {cv.label}: Gather indices out of range for axis {axis} of size {dim}")
@@ -1651,7 +1689,7 @@ def _gather(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if x.const is not None:
         return [cv.const(np.take(x.const, idx, axis=axis), out=node.output[0])]
     y = cv.take(x, axis, idx.reshape(-1).tolist())
-    shape = x.type.shape[:axis] + idx.shape + x.type.shape[axis + 1:]
+    shape = x.type.shape[:axis] + idx.shape + x.type.shape[axis + 1 :]
     return [cv.reshape(y, shape, out=node.output[0])]
 
 
@@ -1719,7 +1757,9 @@ def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     mode = a.str("mode", "nearest")
     legacy = node.op_type == "Upsample" or cv.opset < 11
     if legacy:
-        scales = a.get("scales") if node.op_type == "Upsample" and cv.opset < 9 else cv.const_input(node, ins, 1, "scales")
+        scales = (
+            a.get("scales") if node.op_type == "Upsample" and cv.opset < 9 else cv.const_input(node, ins, 1, "scales")
+        )
         sizes = None
         ctm, nearest = "asymmetric", "floor"
         if mode == "bilinear":
@@ -1748,15 +1788,15 @@ def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         vals = [int(v) for v in sizes.reshape(-1)]
         if len(vals) != len(axes):
             raise ModelError(f"node {cv.label}: {len(vals)} sizes for axes {axes}")
-        for ax, v in zip(axes, vals):
+        for ax, v in zip(axes, vals, strict=False):
             out_shape[ax] = v
     elif scales is not None and np.asarray(scales).size:
         vals = [float(v) for v in np.asarray(scales, dtype=np.float64).reshape(-1)]
         if len(vals) != len(axes):
             raise ModelError(f"node {cv.label}: {len(vals)} scales for axes {axes}")
-        for ax, s in zip(axes, vals):
+        for ax, s in zip(axes, vals, strict=False):
             exact = in_shape[ax] * s
-            out_shape[ax] = int(math.floor(exact + 1e-9))
+            out_shape[ax] = math.floor(exact + 1e-9)
             if abs(exact - round(exact)) > 1e-4 * max(1.0, exact):
                 raise cv.unsupported(
                     node,
@@ -1781,7 +1821,9 @@ def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 # -- reductions ------------------------------------------------------------------------
 
 
-def _reduce_axes(cv: _Importer, node: NodeProto, a: _Attrs, ins: list, rank: int, axes_input_since: int) -> tuple[int, ...] | None:
+def _reduce_axes(
+    cv: _Importer, node: NodeProto, a: _Attrs, ins: list, rank: int, axes_input_since: int
+) -> tuple[int, ...] | None:
     """Normalized reduction axes; None = identity (noop_with_empty_axes with no axes)."""
     if cv.opset < axes_input_since:
         axes = a.ints("axes")
@@ -1810,8 +1852,11 @@ def _reduce(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         return [x]
     count = _prod(x.type.shape[ax] for ax in axes)
     if count == 0:  # reducing an empty set: the result does not depend on the data
-        shape = tuple(1 if ax in axes else d for ax, d in enumerate(x.type.shape)) if keep else tuple(
-            d for ax, d in enumerate(x.type.shape) if ax not in axes)
+        shape = (
+            tuple(1 if ax in axes else d for ax, d in enumerate(x.type.shape))
+            if keep
+            else tuple(d for ax, d in enumerate(x.type.shape) if ax not in axes)
+        )
         dt = np.dtype(x.type.dtype)
         if op in ("ReduceMax", "ReduceMin"):
             hi = op == "ReduceMin"
@@ -1867,7 +1912,11 @@ def _reduce_extreme(cv: _Importer, node: NodeProto, x: Value, axes: tuple[int, .
         if neg:
             t = cv.emit("subtract", [cv.scalar(1, "uint8"), t])
         t = cv.emit("cast", [t], {"dtype": "bool"})
-        final = tuple(1 if ax in axes else d for ax, d in enumerate(shape)) if keep else tuple(shape[ax] for ax in rest_axes)
+        final = (
+            tuple(1 if ax in axes else d for ax, d in enumerate(shape))
+            if keep
+            else tuple(shape[ax] for ax in rest_axes)
+        )
         return cv.reshape(t, final, out=out)
     if neg:
         if x.type.dtype.startswith("uint") or x.type.dtype == "bool":
@@ -1876,7 +1925,9 @@ def _reduce_extreme(cv: _Importer, node: NodeProto, x: Value, axes: tuple[int, .
     t = cv.emit("nn.global_max_pool2d", [cv.reshape(t, (1, rest, red, 1))])
     if neg:
         t = cv.emit("negative", [t])
-    final = tuple(1 if ax in axes else d for ax, d in enumerate(shape)) if keep else tuple(shape[ax] for ax in rest_axes)
+    final = (
+        tuple(1 if ax in axes else d for ax, d in enumerate(shape)) if keep else tuple(shape[ax] for ax in rest_axes)
+    )
     return cv.reshape(t, final, out=out)
 
 
@@ -1924,7 +1975,9 @@ def _constant_of_shape(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> 
     if any(d < 0 for d in dims) or _prod(dims) > MAX_ELEMENTS:
         raise ModelError(f"node {cv.label}: bad shape {dims}")
     value = a.get("value")
-    fill = cv.tensor_array(value, f"ConstantOfShape at node {cv.label}") if value is not None else np.zeros(1, np.float32)
+    fill = (
+        cv.tensor_array(value, f"ConstantOfShape at node {cv.label}") if value is not None else np.zeros(1, np.float32)
+    )
     return [cv.const(np.full(dims, fill.reshape(-1)[0], dtype=fill.dtype), out=node.output[0])]
 
 
@@ -1966,14 +2019,16 @@ def _numpy_fold(fn: Callable[..., np.ndarray]) -> Handler:
         except Exception as exc:
             raise ModelError(f"node {cv.label}: evaluating {node.op_type} on constants failed: {exc}") from None
         results = result if isinstance(result, tuple) else (result,)
-        return [cv.const(np.asarray(r), out=o) for r, o in zip(results, node.output)]
+        return [cv.const(np.asarray(r), out=o) for r, o in zip(results, node.output, strict=False)]
 
     return handler
 
 
 def _range(a: _Attrs, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    s, l, d = start.item(), limit.item(), delta.item()
-    n = max(int(math.ceil((l - s) / d)), 0)
+    s, lim, d = start.item(), limit.item(), delta.item()
+    if d == 0:
+        raise ModelError("Range with delta 0")
+    n = max(math.ceil((lim - s) / d), 0)
     if n > MAX_ELEMENTS:
         raise ModelError(f"Range of {n} elements is too large")
     return (s + np.arange(n) * d).astype(start.dtype) if n else np.zeros(0, dtype=start.dtype)
@@ -2025,14 +2080,15 @@ for _name, _fn in _FOLD_ONLY.items():
     _HANDLERS[_name] = _numpy_fold(_fn)
 
 #: ONNX ops evaluated only when all their inputs are constant.
-FOLD_ONLY_OPS = tuple(sorted(_FOLD_ONLY) + ["ConstantOfShape", "Shape", "Size"])
+FOLD_ONLY_OPS = tuple([*sorted(_FOLD_ONLY), "ConstantOfShape", "Shape", "Size"])
 
 
 # -- quantization ------------------------------------------------------------------------
 
 
-def _quant_params(cv: _Importer, node: NodeProto, ins: list, si: int, zi: int, axis: int, rank: int,
-                  zp_dtype: str | None = None) -> tuple[QuantParams, str]:
+def _quant_params(
+    cv: _Importer, node: NodeProto, ins: list, si: int, zi: int, axis: int, rank: int, zp_dtype: str | None = None
+) -> tuple[QuantParams, str]:
     """QuantParams from constant scale / zero-point operands, and the quantized dtype."""
     scale = cv.const_input(node, ins, si, "scale")
     if scale is None:
@@ -2102,21 +2158,25 @@ def _dequantize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if "output_dtype" in a and a.int("output_dtype"):
         out_dt = _dtype(a.int("output_dtype"), f"DequantizeLinear at node {cv.label}: output")
     out = node.output[0]
-    xq = _with_quant(cv, node, x, q, "x") if x.type.dtype in ("uint8", "int8", "int32") else None
-    if xq is not None:
-        y = cv.emit("qnn.dequantize", [xq], {"axis": q.axis}, out=None if out_dt != "float32" else out)
-    else:
-        # the value already carries other parameters: (float(x) - z) * s, as ONNX defines it
-        shape = [1] * x.type.rank
-        if q.axis is not None:
-            shape[q.axis] = q.scale.size
-        z = cv.const(q.zero_point.astype(np.float32).reshape(shape if q.axis is not None else ()))
-        s = cv.const(q.scale.astype(np.float32).reshape(shape if q.axis is not None else ()))
-        xf = cv.emit("cast", [x], {"dtype": "float32"})
-        y = cv.emit("multiply", [cv.emit("subtract", [xf, z]), s], out=None if out_dt != "float32" else out)
+    y = _dequant(cv, node, x, q, None if out_dt != "float32" else out)
     if out_dt != "float32":
         y = cv.emit("cast", [y], {"dtype": out_dt}, out=out)
     return [y]
+
+
+def _dequant(cv: _Importer, node: NodeProto, x: Value, q: QuantParams, out: str | None) -> Value:
+    """float32 ``(x - z) * s``: a qnn.dequantize when ``x`` can carry ``q`` in its type, else spelled out."""
+    xq = _with_quant(cv, node, x, q, "x") if x.type.dtype in ("uint8", "int8", "int32") else None
+    if xq is not None:
+        return cv.emit("qnn.dequantize", [xq], {"axis": q.axis}, out=out)
+    # the value already carries other parameters: (float(x) - z) * s, as ONNX defines it
+    shape = [1] * x.type.rank
+    if q.axis is not None:
+        shape[q.axis] = q.scale.size
+    z = cv.const(q.zero_point.astype(np.float32).reshape(shape if q.axis is not None else ()))
+    s = cv.const(q.scale.astype(np.float32).reshape(shape if q.axis is not None else ()))
+    xf = cv.emit("cast", [x], {"dtype": "float32"})
+    return cv.emit("multiply", [cv.emit("subtract", [xf, z]), s], out=out)
 
 
 def _qinput(cv: _Importer, node: NodeProto, x: Value, q: QuantParams, what: str) -> Value:
@@ -2144,14 +2204,17 @@ def _qlinear_conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     kernel = a.ints("kernel_shape", list(w.type.shape[2:]))
     p = _spatial_params(cv, node, a, x, kernel)
     xq = _qinput(cv, node, x, qx, "input")
-    wv = cv.const(w_arr if rank == 4 else w_arr.reshape(w_arr.shape[:2] + (1,) + w_arr.shape[2:]), f"{node.input[3]}/q",
-                  quant=qw)
+    wv = cv.const(
+        w_arr if rank == 4 else w_arr.reshape((*w_arr.shape[:2], 1, *w_arr.shape[2:])), f"{node.input[3]}/q", quant=qw
+    )
     attrs = {"strides": p["strides"], "padding": p["padding"], "dilation": p["dilation"], "groups": a.int("group", 1)}
     acc = cv.emit("qnn.conv2d", [_to_2d(cv, xq), wv], attrs)
     if b is not None:
         bias = cv.const_input(node, ins, 8, "bias")
         acc = cv.emit("nn.bias_add", [acc, cv.const(bias.astype(np.int32), f"{node.input[8]}/q")], {"axis": 1})
-    y = cv.emit("qnn.requantize", [acc], {"out_scale": float(qy.scale), "out_zero_point": int(qy.zero_point), "out_dtype": ydt})
+    y = cv.emit(
+        "qnn.requantize", [acc], {"out_scale": float(qy.scale), "out_zero_point": int(qy.zero_point), "out_dtype": ydt}
+    )
     return [_from_2d(cv, y, rank, node.output[0])]
 
 
@@ -2169,19 +2232,17 @@ def _qlinear_matmul(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
         qw = QuantParams(qb.scale, qb.zero_point, axis=0) if qb.axis is not None else qb
         w = cv.const(np.ascontiguousarray(B.const.T), f"{node.input[3]}/q", quant=qw)
         acc = cv.emit("qnn.dense", [_qinput(cv, node, A, qa, "input a"), w])
-        return [cv.emit("qnn.requantize", [acc], {"out_scale": float(qy.scale), "out_zero_point": int(qy.zero_point),
-                                                  "out_dtype": ydt}, out=out)]
+        return [
+            cv.emit(
+                "qnn.requantize",
+                [acc],
+                {"out_scale": float(qy.scale), "out_zero_point": int(qy.zero_point), "out_dtype": ydt},
+                out=out,
+            )
+        ]
 
-    # general case: exact integer products in float64-free form: dequantize, matmul, quantize
-    def deq(v: Value, q: QuantParams) -> Value:
-        shape = [1] * v.type.rank
-        if q.axis is not None:
-            shape[q.axis] = q.scale.size
-        z = cv.const(q.zero_point.astype(np.float32).reshape(shape if q.axis is not None else ()))
-        s = cv.const(q.scale.astype(np.float32).reshape(shape if q.axis is not None else ()))
-        return cv.emit("multiply", [cv.emit("subtract", [cv.emit("cast", [v], {"dtype": "float32"}), z]), s])
-
-    y = _matmul_values(cv, deq(A, qa), deq(B, qb), None)
+    # general case: dequantize, float matmul (nn.batch_matmul), quantize
+    y = _matmul_values(cv, _dequant(cv, node, A, qa, None), _dequant(cv, node, B, qb, None), None)
     attrs = {"scale": float(qy.scale), "zero_point": int(qy.zero_point), "axis": None, "out_dtype": ydt}
     return [cv.emit("qnn.quantize", [y], attrs, out=out)]
 

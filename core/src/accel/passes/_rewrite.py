@@ -17,15 +17,8 @@ from typing import Any
 import numpy as np
 
 from accel.errors import AccelError, GraphError
-from accel.ir import Graph, Node, QuantParams, TensorType, Value
+from accel.ir import Graph, Node, QuantParams, Value
 from accel.ops.registry import OpContext, get_op, infer_node_types
-
-
-def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return tuple(inv)
 
 
 def is_identity(perm: Sequence[int]) -> bool:
@@ -228,7 +221,3 @@ def _restore_output_names(g: Graph, names: list[str]) -> None:
     if extra:
         g.nodes = [*g.nodes, *extra]
     g.outputs = outputs
-
-
-def same_type_ignoring_quant(a: TensorType, b: TensorType) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype

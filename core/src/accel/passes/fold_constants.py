@@ -6,6 +6,7 @@ from accel.errors import AccelError
 from accel.ir import CALL_OP, Graph, Node, Value
 from accel.ops.registry import infer_node_types
 from accel.passes._rewrite import Rewriter, evaluate, is_identity
+from accel.passes.qdq_to_qnn import qdq_protected_nodes
 
 #: Folding never creates a constant larger than this, unless it is no larger
 #: than the constants it replaces (a transposed or dequantized weight).
@@ -30,8 +31,6 @@ def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph
     names kept, nodes left without readers removed. The input graph is not
     modified.
     """
-    from accel.passes.qdq_to_qnn import qdq_protected_nodes
-
     g = graph.copy()
     protected = qdq_protected_nodes(g)
     rw = Rewriter(g)
