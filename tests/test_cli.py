@@ -64,7 +64,7 @@ def test_run_model_with_inputs_and_outputs(tmp_path):
 
 @pytest.mark.parametrize(
     "content, fragment",
-    [(b"", "empty"), (b"\x08\x07garbage that is not protobuf\xff\xff", "ONNX"), (None, "no such file")],
+    [(b"", "empty"), (b"\x08\x07garbage that is not protobuf\xff\xff", "ONNX"), (None, "does not exist")],
     ids=["empty", "garbage", "missing"],
 )
 def test_bad_model_is_one_line_exit_2(tmp_path, content, fragment):
