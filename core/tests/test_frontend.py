@@ -622,3 +622,22 @@ def test_onnx_saved_external_data_round_trips(tmp_path: os.PathLike) -> None:
     x = f32(2, 64)
     graph = accel.import_onnx(path, optimize=False)
     np.testing.assert_allclose(accel.execute(graph, {"x": x})["y"], x @ data, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_gqa_3d_matches_ort(causal: int) -> None:
+    node = helper.make_node(
+        "Attention", ["q", "k", "v", "mask"], ["y"], q_num_heads=4, kv_num_heads=2, is_causal=causal
+    )
+    mask = RNG.random((5, 7)) > 0.3
+    mask[:, 0] = True
+    model = make_model(
+        [node],
+        {"q": ([2, 5, 32], F), "k": ([2, 7, 16], F), "v": ([2, 7, 24], F), "mask": ([5, 7], TensorProto.BOOL)},
+        ["y"],
+        opset=23,
+    )
+    graph = check(
+        model, {"q": f32(2, 5, 32), "k": f32(2, 7, 16), "v": f32(2, 7, 24), "mask": mask}, rtol=1e-4, atol=1e-5
+    )
+    assert ops(graph).count("nn.batch_matmul") == 2 and "nn.softmax" in ops(graph)

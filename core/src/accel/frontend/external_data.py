@@ -211,14 +211,13 @@ def _read(ref: ExternalRef) -> bytes:
             raise ExternalDataError(f"tensor {ref.tensor!r}: {ref.path.name!r} shrank while it was being loaded")
         chunks = []
         remaining = ref.length
-        pos = ref.offset
+        os.lseek(fd, ref.offset, os.SEEK_SET)
         while remaining > 0:
-            chunk = os.pread(fd, min(remaining, 1 << 26), pos)
+            chunk = os.read(fd, min(remaining, 1 << 26))
             if not chunk:
                 raise ExternalDataError(f"tensor {ref.tensor!r}: unexpected end of {ref.path.name!r}")
             chunks.append(chunk)
             remaining -= len(chunk)
-            pos += len(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)

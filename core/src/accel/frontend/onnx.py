@@ -232,13 +232,6 @@ def _dtype(elem_type: int, what: str) -> str:
     )
 
 
-def _onnx_dtype_of(np_name: str) -> int:
-    for k, v in _ONNX_DTYPES.items():
-        if v == np_name:
-            return k
-    raise GraphError(f"dtype {np_name} has no ONNX equivalent")
-
-
 def _prod(dims: Sequence[int]) -> int:
     n = 1
     for d in dims:
@@ -1305,6 +1298,179 @@ def _group_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     shape = (c,) + (1,) * len(rest)
     y = cv.emit("multiply", [y, cv.reshape(scale, shape)])
     return [cv.emit("add", [y, cv.reshape(bias, shape)], out=node.output[0])]
+
+
+@_op("Attention")
+def _attention(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    """Scaled dot-product attention with nn.batch_matmul and nn.softmax.
+
+    Masks that depend only on shapes (causal, sliding windows, constant masks,
+    constant kv lengths) are computed at import into one constant bias; rows
+    that bias masks completely are zeroed as ONNX specifies. A run-time mask is
+    added as is (a boolean one as ``1 - 1/float(mask)``: 0 or -inf, exactly).
+    """
+    q, k, v = (cv.need(node, ins, i, w) for i, w in enumerate("QKV"))
+    mask = ins[3] if len(ins) > 3 else None
+    past_k = ins[4] if len(ins) > 4 else None
+    past_v = ins[5] if len(ins) > 5 else None
+    nonpad = cv.const_input(node, ins, 6, "nonpad_kv_seqlen")
+    dt = q.type.dtype
+    if dt not in _FLOATS:
+        raise cv.unsupported(node, f"needs float Q/K/V, got {dt}")
+    if (past_k is None) != (past_v is None):
+        raise ModelError(f"node {cv.label}: past_key and past_value go together")
+    rank = q.type.rank
+    if rank not in (3, 4) or k.type.rank != rank or v.type.rank != rank:
+        raise ModelError(f"node {cv.label}: Q, K and V must all be 3-D or all 4-D")
+    if rank == 3:
+        heads = {"Q": a.int("q_num_heads"), "K": a.int("kv_num_heads"), "V": a.int("kv_num_heads")}
+
+        def heads4(t: Value, h: int) -> Value:
+            b, n, hidden = t.type.shape
+            if h < 1 or hidden % h:
+                raise ModelError(f"node {cv.label}: hidden size {hidden} does not split into {h} heads")
+            return cv.transpose(cv.reshape(t, (b, n, h, hidden // h)), (0, 2, 1, 3))
+
+        q, k, v = heads4(q, heads["Q"]), heads4(k, heads["K"]), heads4(v, heads["V"])
+    b, hq, s, d = q.type.shape
+    present_k = cv.concat([past_k, k], 2) if past_k is not None else k
+    present_v = cv.concat([past_v, v], 2) if past_v is not None else v
+    hk, kv_len = present_k.type.shape[1], present_k.type.shape[2]
+    if hq != hk and (hk < 1 or hq % hk or present_v.type.shape[1] != hk):
+        raise ModelError(f"node {cv.label}: {hq} query heads do not group over {hk} key/value heads")
+    scale = a.float("scale") if "scale" in a else 1.0 / math.sqrt(d)
+
+    # the constant part of the bias, [B or 1, 1, S, L]
+    npdt = np.dtype(dt)
+    neg = npdt.type(-np.inf)
+    bias = np.zeros((1, 1, s, kv_len), dtype=npdt)
+    run_mask: Value | None = None
+    if mask is not None:
+        width = kv_len - mask.type.shape[-1]
+        if width < 0:
+            raise ModelError(f"node {cv.label}: attn_mask is longer than the key sequence")
+        if mask.const is not None:
+            m = mask.const
+            if width:
+                pad = [(0, 0)] * (m.ndim - 1) + [(0, width)]
+                m = np.pad(m, pad, constant_values=False if m.dtype == np.bool_ else -np.inf)
+            m = np.where(m, npdt.type(0), neg) if m.dtype == np.bool_ else m.astype(npdt)
+            bias = bias + m.reshape((1,) * (4 - m.ndim) + m.shape)
+        else:
+            if mask.type.dtype == "bool":
+                run_mask = cv.emit("cast", [mask], {"dtype": "uint8"})  # combined with the constant part below
+                if width:
+                    pw = tuple((0, width) if ax == mask.type.rank - 1 else (0, 0) for ax in range(mask.type.rank))
+                    run_mask = cv.emit("nn.pad", [run_mask], {"pad_width": pw, "pad_mode": "constant", "pad_value": 0})
+                width = 0
+            elif mask.type.dtype == dt:
+                run_mask = mask
+            else:
+                raise cv.unsupported(node, f"an attn_mask of {mask.type.dtype} with {dt} data is not supported")
+            if width:
+                pw = tuple((0, width) if ax == mask.type.rank - 1 else (0, 0) for ax in range(mask.type.rank))
+                run_mask = cv.emit(
+                    "nn.pad", [run_mask], {"pad_width": pw, "pad_mode": "constant", "pad_value": float("-inf")}
+                )
+    i_idx = np.arange(s).reshape(s, 1)
+    j_idx = np.arange(kv_len).reshape(1, kv_len)
+    if nonpad is not None:
+        if past_k is not None:
+            raise ModelError(f"node {cv.label}: nonpad_kv_seqlen cannot be combined with past key/value")
+        offset: Any = (nonpad.reshape(-1).astype(np.int64) - s).reshape(-1, 1, 1, 1)
+    else:
+        offset = past_k.type.shape[2] if past_k is not None else 0
+    if a.int("is_causal", 0):
+        bias = bias + np.where(j_idx <= i_idx + offset, npdt.type(0), neg)
+    left, right = a.int("left_window_size", -1), a.int("right_window_size", -1)
+    if left >= 0 or right >= 0:
+        diff = (i_idx + offset) - j_idx
+        allowed = np.ones(diff.shape, dtype=bool)
+        if left >= 0:
+            allowed &= diff <= left
+        if right >= 0:
+            allowed &= -diff <= right
+        bias = bias + np.where(allowed, npdt.type(0), neg)
+    if nonpad is not None:
+        keep = j_idx.reshape(1, 1, 1, kv_len) < nonpad.reshape(-1, 1, 1, 1)
+        bias = bias + np.where(keep, npdt.type(0), neg)
+    bool_mask = run_mask is not None and run_mask.type.dtype == "uint8"
+    alive: Value | None = None
+    if bool_mask:
+        # allowed = run-time mask AND the constant pattern; a row with nothing allowed is zeroed.
+        # bias = 1 - 1/allowed is exactly 0 or -inf; dead rows get a finite bias instead.
+        assert run_mask is not None
+        allowed = cv.emit("multiply", [run_mask, cv.const((~np.isneginf(bias)).astype(np.uint8))])
+        alive = _row_max(cv, allowed)
+        one8 = cv.scalar(1, "uint8")
+        denom = cv.emit("cast", [cv.emit("add", [allowed, cv.emit("subtract", [one8, alive])])], {"dtype": dt})
+        one = cv.scalar(1, dt)
+        run_mask = cv.emit("subtract", [one, cv.emit("divide", [one, denom])])
+        bias = np.where(np.isneginf(bias), npdt.type(0), bias)
+    dead_rows = np.all(np.isneginf(bias), axis=-1, keepdims=True)
+    if dead_rows.any():
+        # fully masked rows give zeros: keep their logits finite, zero them after the softmax
+        bias = np.where(dead_rows, npdt.type(0), bias)
+
+    # heads of K/V repeated for grouped-query attention
+    def group(t: Value) -> Value:
+        if hq == hk:
+            return t
+        bt, _, n, dd = t.type.shape
+        t = cv.broadcast_to(cv.reshape(t, (bt, hk, 1, n, dd)), (bt, hk, hq // hk, n, dd))
+        return cv.reshape(t, (bt, hq, n, dd))
+
+    kk, vv = group(present_k), group(present_v)
+    root = cv.scalar(math.sqrt(scale), dt)
+    qs = cv.reshape(cv.emit("multiply", [q, root]), (b * hq, s, d))
+    ks = cv.reshape(cv.emit("multiply", [kk, root]), (b * hq, kv_len, d))
+    scores = cv.emit("nn.batch_matmul", [qs, ks], {"transpose_a": False, "transpose_b": True})
+    scores = cv.reshape(scores, (b, hq, s, kv_len))
+    softcap = a.float("softcap", 0.0)
+    if softcap > 0:
+        cap = cv.scalar(softcap, dt)
+        scores = cv.emit("multiply", [cv.emit("tanh", [cv.emit("divide", [scores, cap])]), cap])
+    mode = a.int("qk_matmul_output_mode", 0)
+    qk_out = scores
+    biased = scores
+    if np.any(bias != 0):
+        biased = cv.emit("add", [biased, cv.const(bias)])
+    if run_mask is not None:
+        biased = cv.emit("add", [biased, run_mask])
+    if mode == 2:
+        qk_out = biased
+    sm_dt = _dtype(a.int("softmax_precision"), "softmax_precision") if "softmax_precision" in a else dt
+    t = cv.emit("cast", [biased], {"dtype": sm_dt}) if sm_dt != dt else biased
+    probs = cv.emit("nn.softmax", [t], {"axis": -1})
+    if alive is not None:
+        probs = cv.emit("multiply", [probs, cv.emit("cast", [alive], {"dtype": sm_dt})])
+    if dead_rows.any():
+        probs = cv.emit("multiply", [probs, cv.const((~dead_rows).astype(sm_dt))])
+    if sm_dt != dt:
+        probs = cv.emit("cast", [probs], {"dtype": dt})
+    if mode == 3:
+        qk_out = probs
+    dv = vv.type.shape[-1]
+    y = cv.emit(
+        "nn.batch_matmul",
+        [cv.reshape(probs, (b * hq, s, kv_len)), cv.reshape(vv, (b * hq, kv_len, dv))],
+        {"transpose_a": False, "transpose_b": False},
+    )
+    outs = [*node.output, "", "", ""]
+    if rank == 3:
+        y = cv.transpose(cv.reshape(y, (b, hq, s, dv)), (0, 2, 1, 3))
+        y = cv.reshape(y, (b, s, hq * dv), out=outs[0])
+    else:
+        y = cv.reshape(y, (b, hq, s, dv), out=outs[0])
+    return [y, present_k, present_v, qk_out]
+
+
+def _row_max(cv: _Importer, t: Value) -> Value:
+    """max over the last axis, keeping it (global_max_pool2d on a [1, rows, L, 1] view)."""
+    shape = t.type.shape
+    rows = _prod(shape[:-1])
+    m = cv.emit("nn.global_max_pool2d", [cv.reshape(t, (1, rows, shape[-1], 1))])
+    return cv.reshape(m, (*shape[:-1], 1))
 
 
 @_op("Swish")

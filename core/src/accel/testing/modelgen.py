@@ -5,8 +5,9 @@ models in eval mode (Conv + BatchNormalization, Relu, MaxPool, residual Add,
 GlobalAveragePool, Flatten, Gemm; MobileNetV2's ReLU6 as ``Clip`` with min/max
 fed by ``Constant`` nodes, depthwise convs as ``group=C``), with random weights
 drawn from a fixed seed. Weights are He-initialized and the batch norms carry
-random but consistent statistics so activations stay of order one through the
-whole depth: quantization and tolerance checks on them are meaningful.
+non-trivial random statistics in ranges that keep activations of order one
+(standard deviations between about 0.5 and 7) through the whole depth, so
+quantization and tolerance checks on them are meaningful.
 
 ``quantize_qdq`` turns such a model into a QDQ model with ONNX Runtime's
 static quantizer, the way users produce quantized models.
@@ -86,7 +87,7 @@ class _Builder:
         """BatchNormalization with random running statistics.
 
         ``mean``/``var`` are drawn near what a He-initialized conv produces on
-        O(1) inputs, so the normalized output stays near unit variance; ``gain``
+        O(1) inputs, so the normalized output stays of order one; ``gain``
         scales gamma (a residual branch's last BN uses < 1, as trained ResNets
         tend to, so the residual stream grows slowly).
         """
