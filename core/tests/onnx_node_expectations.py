@@ -23,10 +23,6 @@ Such cases count as claimed.
 from __future__ import annotations
 
 EXPECTED_FAILURES: dict[str, str] = {
-    "test_reshape_allowzero_reordered": (
-        "reshape to a shape with a 0 dimension (allowzero=1): the IR 'reshape' op refuses zero-size "
-        "dimensions in newshape (accel/ops/tensor.py)"
-    ),
     "test_attention_4d_causal_fp16": (
         "float16 rounding: 2 of 192 outputs differ from the reference by 2 float16 ulps (relative 1.04e-3, "
         "just over rtol=1e-3); the reference and accel both compute in float16, in a different order"

@@ -26,16 +26,17 @@ except PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0"
 
 
-def import_onnx(model, *, optimize: bool = True, input_shapes=None) -> Graph:
+def import_onnx(model, *, optimize: bool = True, input_shapes=None, base_dir=None) -> Graph:
     """Import an ONNX model (path, bytes or ``onnx.ModelProto``) as an IR graph.
 
     With ``optimize`` (the default) the standard simplifications run: QDQ groups
     become ``qnn.*`` ops, constants fold, batch norms fold into convolutions,
-    dead code goes. ``input_shapes`` binds symbolic input dimensions.
+    dead code goes. ``input_shapes`` binds symbolic input dimensions; ``base_dir`` is the folder of external data for a model
+    given as bytes or ``ModelProto``.
     """
     from accel.frontend.onnx import import_model
 
-    graph = import_model(model, input_shapes=input_shapes)
+    graph = import_model(model, input_shapes=input_shapes, base_dir=base_dir)
     if optimize:
         from accel.passes import simplify
 

@@ -194,7 +194,9 @@ class Value:
 
     @classmethod
     def constant(cls, name: str, data: Any, quant: QuantParams | None = None) -> Value:
-        arr = np.ascontiguousarray(data)
+        arr = np.asarray(data)  # keeps 0-d arrays 0-d
+        # a read-only view (or a contiguous copy): the caller's array stays writable
+        arr = arr.view() if arr.flags.c_contiguous else arr.copy(order="C")
         arr.setflags(write=False)
         return cls(name, TensorType.of(arr, quant), None, arr)
 

@@ -72,8 +72,8 @@ def _contiguous(x: np.ndarray) -> np.ndarray:
 def _reshape_rule(attrs: Any, x: TensorType) -> TensorType:
     shape = _int_tuple(attrs["newshape"], "newshape")
     expect(
-        all(d > 0 for d in shape),
-        f"newshape {list(shape)} must be concrete: positive dims only (resolve 0 and -1 when importing)",
+        all(d >= 0 for d in shape),
+        f"newshape {list(shape)} must be concrete: no -1 (resolve it, and ONNX's copy-dim 0, when importing)",
     )
     size = math.prod(shape)
     expect(size == x.size, f"cannot reshape {list(x.shape)} ({x.size} elements) to {list(shape)} ({size} elements)")
