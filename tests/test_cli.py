@@ -52,7 +52,16 @@ def test_run_model_with_inputs_and_outputs(tmp_path):
     model = default_model_path(quantized=False)
     x = np.random.default_rng(0).random((1, 1, 8, 8), dtype=np.float32)
     np.save(tmp_path / "x.npy", x)
-    proc = accel_cli("run", str(model), "--input", f"image={tmp_path / 'x.npy'}", "--output", str(tmp_path / "out.npz"), "--repeat", "3")
+    proc = accel_cli(
+        "run",
+        str(model),
+        "--input",
+        f"image={tmp_path / 'x.npy'}",
+        "--output",
+        str(tmp_path / "out.npz"),
+        "--repeat",
+        "3",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "over 3 runs" in proc.stdout
     with np.load(tmp_path / "out.npz", allow_pickle=False) as out:

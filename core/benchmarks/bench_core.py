@@ -12,6 +12,8 @@ compare ratios from one run, not absolute times across runs.
 
 from __future__ import annotations
 
+# ruff: noqa: I001  (accel is imported before numpy on purpose: see accel/_cpu.py)
+
 import argparse
 import json
 import os

@@ -12,13 +12,17 @@ kernels sum pairs of products in int16 with saturation (vpmaddubsw), which
 makes about 1% of a conv's outputs wrong by up to ~70 steps; that option makes
 ORT use exact u8u8 kernels there and changes nothing on VNNI CPUs.
 
-The reference requantizes with the fixed-point arithmetic of docs/ops.md
-(TFLite-style, two roundings), ORT with one float rounding, so single layers
-agree exactly except for rare ±1 steps. Over a whole network those steps
-propagate; how far depends on the network: ResNet-18 stays within ±1 step,
-MobileNetV2 (52 convs, expanded channels) amplifies them to a few steps, as it
-amplifies any small perturbation of its input. So MobileNetV2 is held to the
-±1 bound layer by layer, and to a looser bound end to end.
+The reference requantizes with the fixed-point arithmetic of docs/ops.md (one
+rounding of the exact product with a 31-bit multiplier), ORT with one float32
+rounding: single layers, fed the same inputs, agree exactly on all but a few
+outputs per million (``test_qdq_layers_match_onnxruntime``). Over a whole
+network those rare ±1 steps propagate, and how far depends on the network:
+ResNet-18 stays within ±1 step; this randomly weighted MobileNetV2 (52 convs,
+expanded channels, ReLU6) amplifies any perturbation, so much that ORT's own
+two ways of running the same QDQ model (fused integer kernels, and the
+unfused float graph) agree on only ~98.6% of its outputs within ±1. Each
+model is therefore held to an absolute bound and, in addition, must agree with
+ORT at least as well as ORT agrees with itself (within half a percent).
 """
 
 from __future__ import annotations
@@ -88,7 +92,11 @@ def test_fp32_matches_onnxruntime(name: str) -> None:
 
 
 # End to end, in output quantization steps: (share within ±1 step at least, largest difference at most).
-QDQ_END_TO_END = {"resnet18": (0.99, 2), "mobilenet_v2": (0.80, 5)}
+QDQ_END_TO_END = {"resnet18": (0.99, 2), "mobilenet_v2": (0.97, 3)}
+
+
+def steps_apart(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
+    return np.abs(np.rint(a / scale) - np.rint(b / scale))
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
@@ -105,12 +113,19 @@ def test_qdq_matches_onnxruntime(name: str) -> None:
 
     # Both outputs are dequantized uint8 values: compare them as quantized integers.
     scale, _ = output_quant(qmodel)
-    diff = np.abs(np.rint(got / scale) - np.rint(expected / scale))
+    diff = steps_apart(got, expected, scale)
     within = float((diff <= 1).mean())
     min_within, max_steps = QDQ_END_TO_END[name]
     assert within >= min_within, f"{name}: {within:.2%} within ±1 step, max {diff.max():.0f} steps"
     assert diff.max() <= max_steps, f"{name}: max {diff.max():.0f} steps"
     assert np.unique(np.rint(expected / scale)).size > 20  # many output levels in use, not a saturated few
+
+    # ORT against itself: the same QDQ model run unfused (DQ -> float op -> Q).
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    unfused = ort.InferenceSession(qmodel.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    self_within = float((steps_apart(unfused.run([modelgen.OUTPUT_NAME], feed)[0], expected, scale) <= 1).mean())
+    assert within >= self_within - 0.005, f"{name}: accel {within:.2%} within ±1 of ORT, ORT unfused {self_within:.2%}"
 
 
 def single_layer_models(qmodel: onnx.ModelProto) -> list[tuple[onnx.ModelProto, list[str], str]]:

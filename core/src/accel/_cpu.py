@@ -34,7 +34,7 @@ def tune_openblas() -> str | None:
         return None
     if "numpy" in sys.modules or not sys.platform.startswith("linux"):
         return None
-    if _SKYLAKEX_FLAGS <= cpu_flags():
+    if cpu_flags() >= _SKYLAKEX_FLAGS:
         os.environ["OPENBLAS_CORETYPE"] = "SKYLAKEX"
         return "SKYLAKEX"
     return None

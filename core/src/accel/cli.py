@@ -124,8 +124,12 @@ def run(
         Optional[list[str]],
         typer.Option("--input", "-i", help="NAME=FILE.npy, once per model input. Default: random data."),
     ] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the outputs to this .npz file.")] = None,
-    repeat: Annotated[int, typer.Option("--repeat", "-n", min=1, help="Run this many times and report the timing.")] = 1,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write the outputs to this .npz file.")
+    ] = None,
+    repeat: Annotated[
+        int, typer.Option("--repeat", "-n", min=1, help="Run this many times and report the timing.")
+    ] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
 ) -> None:
     """Run a model on the reference executor and print its outputs and timing."""
@@ -192,7 +196,9 @@ def _run_default(repeat: int) -> None:
         opts.log_severity_level = 3
         sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         t0 = time.perf_counter()
-        ort_preds = np.array([int(np.argmax(sess.run(None, {in_name: images[i : i + 1]})[0])) for i in range(len(images))])
+        ort_preds = np.array(
+            [int(np.argmax(sess.run(None, {in_name: images[i : i + 1]})[0])) for i in range(len(images))]
+        )
         ort_time = (time.perf_counter() - t0) / len(images) * 1e3
         table.add_row("onnxruntime", f"{float(np.mean(ort_preds == labels)):.2%}", f"{ort_time:.3f} ms")
         agree = f"predictions identical on {int(np.sum(ort_preds == preds))}/{len(images)} images"
@@ -202,12 +208,12 @@ def _run_default(repeat: int) -> None:
     out.print(table)
 
 
-
-
 @app.command()
 def inspect(
     model: Annotated[Path, typer.Argument(help="ONNX model.")],
-    format: Annotated[str, typer.Option("--format", "-f", help="text (the IR) or json (graph document, no weights).")] = "text",
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="text (the IR) or json (graph document, no weights).")
+    ] = "text",
     raw: Annotated[bool, typer.Option(help="Show the graph as imported, before the simplifying passes.")] = False,
 ) -> None:
     """Print a model's IR after import (and, unless --raw, after the standard passes)."""
@@ -238,7 +244,11 @@ def main(argv: list[str] | None = None) -> Any:
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
             raise
-        err.print(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", markup=False, soft_wrap=True)
+        err.print(
+            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            markup=False,
+            soft_wrap=True,
+        )
         sys.exit(1)
 
 

@@ -87,7 +87,9 @@ class ReferenceExecutor:
         expected = {name for name, _, _ in self._inputs}
         unknown = sorted(set(inputs) - expected)
         if unknown:
-            raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {_signature(self._inputs)}")
+            raise InputError(
+                f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {_signature(self._inputs)}"
+            )
         arrays = []
         for name, _, t in self._inputs:
             if name not in inputs:
@@ -119,7 +121,9 @@ class ReferenceExecutor:
                 profile[step.node.op] = profile.get(step.node.op, 0.0) + time.perf_counter() - t0
             results = result if isinstance(result, (tuple, list)) else (result,)
             if len(results) != len(step.outs):
-                raise GraphError(f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, expected {len(step.outs)}")
+                raise GraphError(
+                    f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, expected {len(step.outs)}"
+                )
             for s, r, t in zip(step.outs, results, step.out_types):
                 if r.dtype.name != t.dtype or r.shape != t.shape:
                     raise GraphError(

@@ -368,7 +368,9 @@ class Graph:
         return format_graph(self)
 
     def __repr__(self) -> str:
-        return f"Graph({self.name!r}, {len(self._inputs)} inputs, {len(self._nodes)} nodes, {len(self._outputs)} outputs)"
+        return (
+            f"Graph({self.name!r}, {len(self._inputs)} inputs, {len(self._nodes)} nodes, {len(self._outputs)} outputs)"
+        )
 
     # -- building -----------------------------------------------------------------
     def fresh_name(self, hint: str) -> str:
@@ -404,7 +406,9 @@ class Graph:
         node_name = self.fresh_name(name or op.rsplit(".", 1)[-1])
         full_attrs, out_types = infer_node_types(op, [v.type for v in inputs], attrs, body=body, node=node_name)
         if output_names is None:
-            output_names = [self.fresh_name(node_name if len(out_types) == 1 else f"{node_name}:{i}") for i in range(len(out_types))]
+            output_names = [
+                self.fresh_name(node_name if len(out_types) == 1 else f"{node_name}:{i}") for i in range(len(out_types))
+            ]
         else:
             output_names = [self.fresh_name(n) for n in output_names]
         return Node(op, inputs, full_attrs, out_types, name=node_name, output_names=output_names, body=body)
@@ -492,7 +496,9 @@ class Graph:
                     define(v)
                     continue
                 if v.producer is None:
-                    raise GraphError(f"node {node.name!r} reads %{v.name}, which is not a graph input, constant or node output")
+                    raise GraphError(
+                        f"node {node.name!r} reads %{v.name}, which is not a graph input, constant or node output"
+                    )
                 raise GraphError(
                     f"node {node.name!r} reads %{v.name} before its producer {v.producer.name!r} "
                     "(nodes are not in topological order, or the graph has a cycle)"
@@ -506,7 +512,9 @@ class Graph:
             if node.body is not None:
                 node.body.lint(check_types=check_types)
             if check_types:
-                _, types = infer_node_types(node.op, [v.type for v in node.inputs], node.attrs, body=node.body, node=node.name)
+                _, types = infer_node_types(
+                    node.op, [v.type for v in node.inputs], node.attrs, body=node.body, node=node.name
+                )
                 actual = [v.type for v in node.outputs]
                 if types != actual:
                     raise GraphError(

@@ -174,11 +174,13 @@ def multiply_by_quantized_multiplier(x: Any, m: Any, shift: Any, axis: int | Non
     x64 = np.asarray(x, dtype=np.int64)
     m64 = along_axis(np.asarray(m, dtype=np.int64), axis, x64.ndim)
     s64 = along_axis(np.asarray(shift, dtype=np.int64), axis, x64.ndim)
-    left = np.maximum(s64, 0)
-    right = np.maximum(-s64, 0)
-    # |x| <= 2^31 and left <= 31, so x << left fits int64 before saturating.
-    y = saturating_rounding_doubling_high_mul(_sat32(x64 << left), m64)
-    return rounding_divide_by_pot(y, right)
+    # One rounding: x·m / 2^(31 − shift) to nearest, ties away from zero. |x| ≤ 2^31 and
+    # m < 2^31, so the product fits int64 exactly.
+    p = _sat32(x64) * m64
+    n = 31 - s64
+    half = np.where(n > 0, np.left_shift(np.int64(1), np.maximum(n - 1, 0)), 0)
+    y = (p + half - ((p < 0) & (n > 0))) >> n
+    return _sat32(y).astype(np.int32)
 
 
 # -- tensor-level operations --------------------------------------------------------

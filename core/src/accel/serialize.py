@@ -92,7 +92,9 @@ def graph_from_json(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph
     if not isinstance(doc, dict) or doc.get("format", FORMAT) != FORMAT:
         raise SerializationError("not an accel graph document")
     if doc.get("version", VERSION) != VERSION:
-        raise SerializationError(f"graph format version {doc.get('version')} is not supported (this accel reads {VERSION})")
+        raise SerializationError(
+            f"graph format version {doc.get('version')} is not supported (this accel reads {VERSION})"
+        )
     try:
         graph = _decode(doc, arrays)
         graph.lint()
@@ -119,7 +121,9 @@ def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
         t = type_from_json(d["type"])
         data = arrays[key]
         if data.dtype.name != t.dtype or tuple(data.shape) != t.shape:
-            raise SerializationError(f"constant {d['name']!r}: data is {data.dtype.name}{list(data.shape)}, type says {t}")
+            raise SerializationError(
+                f"constant {d['name']!r}: data is {data.dtype.name}{list(data.shape)}, type says {t}"
+            )
         values[d["name"]] = Value.constant(d["name"], data, t.quant)
     nodes = []
     for d in doc["nodes"]:

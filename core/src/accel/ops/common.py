@@ -28,9 +28,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
     except ValueError:
-        raise TypeInferenceError(
-            "shapes " + ", ".join(str(list(s)) for s in shapes) + " do not broadcast"
-        ) from None
+        raise TypeInferenceError("shapes " + ", ".join(str(list(s)) for s in shapes) + " do not broadcast") from None
 
 
 def normalize_axis(axis: int, rank: int) -> int:

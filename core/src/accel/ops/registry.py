@@ -120,7 +120,11 @@ def get_op(name: str) -> OpDef:
         return REGISTRY[name]
     except KeyError:
         close = difflib.get_close_matches(name, REGISTRY, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; {len(REGISTRY)} ops are available (accel.ops.available())"
+        hint = (
+            f"; did you mean {', '.join(close)}?"
+            if close
+            else f"; {len(REGISTRY)} ops are available (accel.ops.available())"
+        )
         raise UnsupportedOpError(f"op {name!r} is not in the registry{hint}") from None
 
 
@@ -135,7 +139,9 @@ def complete_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None, node: str = ""
     where = f"node {node!r} ({opdef.name})" if node else opdef.name
     unknown = sorted(set(attrs) - set(opdef.attrs))
     if unknown:
-        raise TypeInferenceError(f"{where}: unknown attribute(s) {', '.join(unknown)}; known: {', '.join(sorted(opdef.attrs)) or 'none'}")
+        raise TypeInferenceError(
+            f"{where}: unknown attribute(s) {', '.join(unknown)}; known: {', '.join(sorted(opdef.attrs)) or 'none'}"
+        )
     for key, default in opdef.attrs.items():
         if key not in attrs:
             if default is REQUIRED:

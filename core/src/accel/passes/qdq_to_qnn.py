@@ -58,6 +58,7 @@ _PASS_THROUGH = frozenset(
     }
 )
 _AVERAGING = frozenset({"nn.avg_pool2d", "nn.global_avg_pool2d", "mean"})
+_AVERAGE_EXTRA_BITS = 12
 _ACTIVATIONS = frozenset({"nn.relu", "clip"})
 _MATMUL_LIKE = {"nn.conv2d": "qnn.conv2d", "nn.conv2d_transpose": "qnn.conv2d_transpose", "nn.dense": "qnn.dense"}
 _BINARY = {"add": "qnn.add", "multiply": "qnn.mul"}
@@ -549,11 +550,12 @@ def _match_pass(qnode: Node, node: Node) -> Group | None:
 def _match_average(qnode: Node, node: Node) -> Group | None:
     """Averages of integers: the kernels sum exactly and round the quotient half away from zero.
 
-    The rounding is to a unit of the averaged integers, so they must be at
-    least as fine as the output's: when the output scale is finer than the
-    input's (or padding counted in the average must be real 0 while the zero
-    point is not), the input is first requantized exactly to int32 with zero
-    point 0 and a scale ``s_in / 2^k`` at most the output scale.
+    With equal input and output parameters the rounded integer mean is the
+    result. Otherwise (or when padding counted in the average must be a real 0
+    while the zero point is not) the input is first requantized exactly to
+    int32 with zero point 0 and a scale ``s_in / 2^k`` at least 2^12 finer
+    than the output's, so the mean's own rounding is negligible and the
+    result is rounded once, by the final requantize.
     """
     src = _single_dq_input(node)
     if src is None:
@@ -565,17 +567,21 @@ def _match_average(qnode: Node, node: Node) -> Group | None:
     ratio = float(xq.scale) / float(oq.scale)
     shift = max(0, math.ceil(math.log2(ratio) - 1e-9))
     pads_count = node.op == "nn.avg_pool2d" and node.attrs["count_include_pad"] and any(node.attrs["padding"])
-    if shift == 0 and not (pads_count and int(xq.zero_point)):
+    if xq == oq and not (pads_count and int(xq.zero_point)):
+        # same parameters: the rounded integer mean is the answer, one rounding
         widen: dict[str, Any] = {"op": "cast", "dtype": "int32"}
-    elif shift <= 22:  # |q - z| < 2^9 scaled by 2^shift stays clear of int32 overflow
+    else:
+        # Widen to a unit 2^EXTRA finer than the output's, so the average's own
+        # rounding is negligible and the final requantize is the one that counts.
+        k = min(shift + _AVERAGE_EXTRA_BITS, 22)  # |q - z| < 2^9 scaled by 2^k stays clear of int32 overflow
+        if k < shift:
+            return None
         widen = {
             "op": "qnn.requantize",
-            "out_scale": float(xq.scale) / (1 << shift),
+            "out_scale": float(xq.scale) / (1 << k),
             "out_zero_point": 0,
             "out_dtype": "int32",
         }
-    else:
-        return None
     try:
         _, (wide,) = infer_node_types(widen["op"], [x.type], {k: v for k, v in widen.items() if k != "op"})
         _, (t,) = infer_node_types(node.op, [wide], node.attrs)
