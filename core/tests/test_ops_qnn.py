@@ -2,8 +2,8 @@
 
 QuantizeLinear / DequantizeLinear must match exactly. The requantizing ops
 (QLinearConv, QLinearMatMul, QLinearAdd/Mul/Concat) use float rescaling in ORT
-and fixed point here, so they must agree within ±1 everywhere (and exactly on
-almost every element). The int32 accumulators (qnn.conv2d, conv2d_transpose,
+and a singly rounded fixed-point product here, so they must agree within ±1
+everywhere and exactly on at least 99.5% of the elements. The int32 accumulators (qnn.conv2d, conv2d_transpose,
 dense) are checked exactly against ORT's float Conv/ConvTranspose run on the
 zero-point-subtracted values, which float32 represents and sums exactly here.
 """
@@ -102,14 +102,16 @@ def qtype(a: np.ndarray, scale: Any, zp: Any, axis: int | None = None) -> Tensor
     return TensorType(a.shape, a.dtype.name, QuantParams(scale, zp, axis))
 
 
-def agree_within_one(name: str, ours: np.ndarray, theirs: np.ndarray, min_exact: float = 0.99) -> None:
+def agree_within_one(name: str, ours: np.ndarray, theirs: np.ndarray, min_exact: float = 0.995) -> None:
     """Every element within ±1 of ORT, at least ``min_exact`` of them equal; record the exact fraction.
 
-    ORT rescales in float (one rounding, half to even); the fixed-point definition
-    rounds twice (SRDHM, then RDBPOT). With large accumulators (conv, matmul) the
-    two agree almost everywhere; rescaling raw 8-bit values with a small right
-    shift (concatenate, mul) leaves the first rounding few fraction bits, so
-    ties of the second one, and ±1 differences, are more frequent there.
+    ORT rescales in float (float32 products, rounding half to even); the fixed-point
+    definition rounds the exact product with the 31-bit multiplier once (ties away
+    from zero). The two differ only where the real result is within float32 or
+    multiplier precision of a tie: a few elements per million on large sweeps
+    (concatenate exact everywhere, mul and add ~99.999%), none to two in these
+    few-hundred-element cases. The default bound still fails a double-rounding
+    (gemmlowp-style) multiply, which misses 5–8% of concatenate's elements.
     """
     assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
     diff = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
@@ -328,7 +330,7 @@ def test_qlinear_add_mul(dtype: str, op: str, b_shape: tuple[int, ...]) -> None:
     )
     inits = {"sa": sa, "za": za, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
     want = ort_run(node, {"a": a, "b": b}, inits, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), microsoft=True)
-    agree_within_one(f"QLinear{op.capitalize()}[{dtype},b{list(b_shape)}]", got, want, 0.99 if op == "add" else 0.9)
+    agree_within_one(f"QLinear{op.capitalize()}[{dtype},b{list(b_shape)}]", got, want)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
@@ -357,7 +359,7 @@ def test_qlinear_concat(dtype: str, axis: int) -> None:
         helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
         microsoft=True,
     )
-    agree_within_one(f"QLinearConcat[{dtype},axis={axis}]", got, want, 0.9)
+    agree_within_one(f"QLinearConcat[{dtype},axis={axis}]", got, want)
 
 
 # -- exact accumulators vs ORT's float Conv / ConvTranspose on centred values ------

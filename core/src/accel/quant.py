@@ -3,7 +3,7 @@
 Everything here is vectorized numpy over int64 intermediates, and every step is
 specified exactly so that a native (C/C++) runtime can reproduce it bit for bit.
 Notation: ``INT32_MIN = -2^31``, ``INT32_MAX = 2^31 - 1``; ``sat32(v)`` clamps to
-``[INT32_MIN, INT32_MAX]``; ``trunc(a / b)`` divides truncating toward zero.
+``[INT32_MIN, INT32_MAX]``; ``[c]`` is 1 if ``c`` holds, else 0.
 
 Fixed-point multipliers
     A real multiplier ``M > 0`` is encoded as ``(m, shift)`` with ``m`` a Q31
@@ -22,22 +22,35 @@ Fixed-point multipliers
     Real multipliers are always computed in float64 from the float32 scales
     stored in :class:`accel.ir.QuantParams` (e.g. ``float64(s_in) / float64(s_out)``).
 
-SRDHM(a, b) — saturating rounding doubling high multiply, int32 × int32 → int32
-    ``a == b == INT32_MIN`` → ``INT32_MAX``; otherwise with ``p = a · b`` (int64)
-    and ``nudge = 2^30`` if ``p ≥ 0`` else ``1 − 2^30``:
-    ``trunc((p + nudge) / 2^31)``. (Ties of negative products thus round toward
-    zero, positive ones away from zero: this is gemmlowp's definition.)
+MBQM(x, m, shift) — multiply by quantized multiplier, int32 → int32, ONE rounding
+    ``m`` in ``[0, 2^31)``, ``shift`` in ``[−31, 31]`` (what :func:`quantize_multiplier`
+    produces; anything else is refused). With ``p = sat32(x) · m`` (int64, exact:
+    ``|p| ≤ 2^31 · (2^31 − 1) < 2^62``) and ``n = 31 − shift`` (``0 ≤ n ≤ 62``)::
 
-RDBPOT(x, n) — rounding divide by power of two, ``0 ≤ n ≤ 31``
-    ``x / 2^n`` rounded to nearest, ties away from zero:
-    ``mask = 2^n − 1``, ``r = x & mask``, ``t = (mask >> 1) + (1 if x < 0 else 0)``,
-    result ``(x >> n) + (1 if r > t else 0)`` (``>>`` arithmetic).
+        MBQM = sat32((p + 2^(n−1) − [p < 0]) >> n)    if n > 0   (>> arithmetic)
+        MBQM = sat32(p)                               if n = 0
 
-MBQM(x, m, shift) — multiply by quantized multiplier, int32 → int32
-    ``left = max(shift, 0)``, ``right = max(−shift, 0)``;
-    ``RDBPOT(SRDHM(sat32(x · 2^left), m), right)``. The saturation of
-    ``x · 2^left`` only bites when ``|x · M| ≥ 2^30`` already; the result then
-    keeps its sign and a magnitude ≥ 2^29, which saturates any 8-bit output.
+    i.e. the exact rational ``x · m · 2^(shift − 31)`` rounded to the nearest
+    integer, ties away from zero, then saturated. So MBQM is the correctly
+    rounded product ``x · M_q`` with ``M_q = m · 2^(shift − 31)``, exact up to
+    the multiplier's 31-bit precision: ``|M_q − M| ≤ 2^−31 · M`` (``m ≠ 0``), so
+    ``|MBQM − x · M| ≤ 1/2 + 2^−31 · |x · M|`` short of saturation (the zero
+    multiplier too). Extremes: at ``n = 62`` (``shift = −31``) ``p + 2^61``
+    still fits int64; at ``n = 0`` (``shift = 31``) nothing is rounded. A
+    rounded result outside int32 (a positive shift with a large ``x``: up to
+    ``|p| ≈ 2^62`` at ``n = 0``) saturates to INT32_MIN/INT32_MAX; it keeps its
+    sign, so any 8-bit output saturates the same way.
+
+    This deliberately departs from gemmlowp/TFLite, which round twice (SRDHM,
+    the rounding doubling high multiply to the top 32 bits of ``2·x·m``, then
+    RDBPOT, a rounding right shift by ``−shift``): the first rounding leaves the
+    second only a few fraction bits for small right shifts, so the result can
+    miss the nearest integer (``−26 · 0.4 = −10.4`` gives −11 there, −10 here)
+    and, against ONNX Runtime's float rescale, shows as ±1 differences that
+    compound through deep nets. DESIGN §8's "rounding doubling high multiply,
+    rounding right shift" is realized here as that same high multiply and right
+    shift with one combined rounding: a native runtime needs one 32×32→64
+    multiply, an add and an arithmetic shift.
 
 requantize(x) = ``sat_out(z_out + MBQM(sat32(x − z_in), m, shift))`` with
 ``(m, shift) = quantize_multiplier(s_in / s_out)``, per channel when ``s_in``
@@ -64,7 +77,6 @@ from typing import Any
 import numpy as np
 
 from accel.errors import QuantizationError
-
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -146,39 +158,24 @@ def quantize_multiplier(real: float | np.ndarray) -> tuple[Any, Any]:
     return m, shift
 
 
-def saturating_rounding_doubling_high_mul(a: Any, b: Any) -> np.ndarray:
-    """SRDHM: the high 32 bits of ``2 · a · b`` rounded (gemmlowp), int32 → int32."""
-    a64 = np.asarray(a, dtype=np.int64)
-    b64 = np.asarray(b, dtype=np.int64)
-    overflow = (a64 == INT32_MIN) & (b64 == INT32_MIN)
-    p = a64 * b64
-    v = p + np.where(p >= 0, 1 << 30, 1 - (1 << 30))
-    high = np.where(v >= 0, v >> 31, -((-v) >> 31))  # truncate toward zero
-    return np.where(overflow, INT32_MAX, high).astype(np.int32)
-
-
-def rounding_divide_by_pot(x: Any, exponent: Any) -> np.ndarray:
-    """RDBPOT: ``x / 2^exponent`` rounded half away from zero; exponent in ``[0, 31]``."""
-    e = np.asarray(exponent, dtype=np.int64)
-    if np.any(e < 0) or np.any(e > 31):
-        raise QuantizationError(f"rounding shift exponent must be in [0, 31], got {np.unique(e).tolist()[:4]}")
-    x64 = np.asarray(x, dtype=np.int64)
-    mask = (np.int64(1) << e) - 1
-    remainder = x64 & mask
-    threshold = (mask >> 1) + (x64 < 0)
-    return ((x64 >> e) + (remainder > threshold)).astype(np.int32)
-
-
 def multiply_by_quantized_multiplier(x: Any, m: Any, shift: Any, axis: int | None = None) -> np.ndarray:
-    """MBQM on int32 values ``x``; per-channel ``m``/``shift`` (1-D) broadcast along ``axis``."""
-    x64 = np.asarray(x, dtype=np.int64)
-    m64 = along_axis(np.asarray(m, dtype=np.int64), axis, x64.ndim)
-    s64 = along_axis(np.asarray(shift, dtype=np.int64), axis, x64.ndim)
-    # One rounding: x·m / 2^(31 − shift) to nearest, ties away from zero. |x| ≤ 2^31 and
-    # m < 2^31, so the product fits int64 exactly.
-    p = _sat32(x64) * m64
-    n = 31 - s64
-    half = np.where(n > 0, np.left_shift(np.int64(1), np.maximum(n - 1, 0)), 0)
+    """MBQM: ``x · m · 2^(shift − 31)`` rounded once (ties away from zero), saturated to int32.
+
+    ``x`` is saturated to int32 first; per-channel ``m``/``shift`` (1-D) broadcast
+    along ``axis``. See the module docstring for the exact definition.
+    """
+    m64 = np.asarray(m, dtype=np.int64)
+    s64 = np.asarray(shift, dtype=np.int64)
+    if np.any((m64 < 0) | (m64 > INT32_MAX)) or np.any((s64 < -31) | (s64 > 31)):
+        raise QuantizationError(
+            "a fixed-point multiplier needs m in [0, 2^31) and shift in [-31, 31] (use quantize_multiplier)"
+        )
+    x64 = _sat32(np.asarray(x, dtype=np.int64))
+    m64 = along_axis(m64, axis, x64.ndim)
+    n = 31 - along_axis(s64, axis, x64.ndim)
+    p = x64 * m64  # exact: |p| <= 2^31 · (2^31 − 1) < 2^62
+    half = np.left_shift(np.int64(1), n) >> 1  # 2^(n−1), and 0 when n = 0 (nothing to round)
+    # Arithmetic shift floors; the −1 for negative p turns "half up" into "half away from zero".
     y = (p + half - ((p < 0) & (n > 0))) >> n
     return _sat32(y).astype(np.int32)
 
