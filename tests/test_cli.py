@@ -111,3 +111,45 @@ def test_inspect_text_and_json():
     assert doc["format"] == "accel-graph" and any(n["op"] == "qnn.dequantize" for n in doc["nodes"])
     proc = accel_cli("inspect", str(model), "--format", "yaml")
     assert_one_line_error(proc, "text or json")
+
+
+def _model_file(tmp_path: Path, nodes, inputs, outputs, initializers=(), name="m.onnx") -> Path:
+    import onnx
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / name
+    onnx.save(model, path)
+    return path
+
+
+def test_bad_models_through_the_cli(tmp_path):
+    """Unknown op, a cycle, and external data escaping the folder: exit 2, one line each."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    unknown = _model_file(tmp_path, [helper.make_node("Frobnicate", ["x"], ["y"], name="n0")], [x], [y], name="u.onnx")
+    assert_one_line_error(accel_cli("inspect", str(unknown)), "Frobnicate", "n0", "17")
+
+    cycle = _model_file(
+        tmp_path,
+        [helper.make_node("Relu", ["b"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2")],
+        [x],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4])],
+        name="c.onnx",
+    )
+    assert_one_line_error(accel_cli("run", str(cycle)), "cycle")
+
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1, 4])
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "../secret.bin"), ("offset", "0"), ("length", "16")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 16)
+    sub = tmp_path / "model"
+    sub.mkdir()
+    escape = _model_file(sub, [helper.make_node("Add", ["x", "w"], ["y"])], [x], [y], [w], name="e.onnx")
+    assert_one_line_error(accel_cli("run", str(escape), "-o", str(sub / "out.npz")), "..")
+    assert not (sub / "out.npz").exists()
