@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import accel
+from accel.builder import GraphBuilder
 from accel.errors import TypeInferenceError
 from accel.ir import Graph, QuantParams, TensorType, Value
 from accel.passes import (
@@ -23,31 +24,11 @@ from accel.passes import (
 RNG = np.random.default_rng(1234)
 
 
-class Builder:
-    """A graph under construction: inputs first, then nodes in order."""
-
-    def __init__(self, **inputs: tuple[int, ...] | TensorType):
-        vals = [Value(n, t if isinstance(t, TensorType) else TensorType(t, "float32")) for n, t in inputs.items()]
-        self.g = Graph(vals, [], [])
-        self.nodes: list = []
-        self.x = {v.name: v for v in vals}
-
-    def const(self, data, quant: QuantParams | None = None, hint: str = "c") -> Value:
-        return self.g.new_const(np.asarray(data), hint, quant)
+class Builder(GraphBuilder):
+    """A graph under construction, with random float constants."""
 
     def randc(self, *shape: int, lo: float = -1.0, hi: float = 1.0) -> Value:
         return self.const(RNG.uniform(lo, hi, shape).astype(np.float32))
-
-    def op(self, op: str, *inputs: Value, **attrs) -> Value:
-        node = self.g.new_node(op, list(inputs), attrs)
-        self.nodes.append(node)
-        return node.outputs[0] if len(node.outputs) == 1 else node.outputs  # type: ignore[return-value]
-
-    def done(self, *outputs: Value) -> Graph:
-        self.g.nodes = self.nodes
-        self.g.outputs = list(outputs)
-        self.g.lint()
-        return self.g
 
 
 def feeds(g: Graph, seed: int = 0) -> dict[str, np.ndarray]:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import accel
+from accel.builder import GraphBuilder
 from accel.errors import GraphError
 from accel.ir import Graph, QuantParams, TensorType, Value
 from accel.passes import convert_layout, fold_batch_norm
@@ -17,30 +18,10 @@ from accel.passes import convert_layout, fold_batch_norm
 RNG = np.random.default_rng(7)
 
 
-class Builder:
-    def __init__(self, **inputs: tuple[int, ...] | TensorType):
-        vals = [Value(n, t if isinstance(t, TensorType) else TensorType(t, "float32")) for n, t in inputs.items()]
-        self.g = Graph(vals, [], [])
-        self.nodes: list = []
-        self.x = {v.name: v for v in vals}
-
-    def const(self, data, quant: QuantParams | None = None) -> Value:
-        return self.g.new_const(np.asarray(data), "c", quant)
-
+class Builder(GraphBuilder):
     def intc(self, *shape: int, lo: int = -2, hi: int = 2) -> Value:
         """A float32 constant of small integers (exact arithmetic)."""
         return self.const(RNG.integers(lo, hi + 1, shape).astype(np.float32))
-
-    def op(self, op: str, *inputs: Value, **attrs):
-        node = self.g.new_node(op, list(inputs), attrs)
-        self.nodes.append(node)
-        return node.outputs[0] if len(node.outputs) == 1 else node.outputs
-
-    def done(self, *outputs: Value) -> Graph:
-        self.g.nodes = self.nodes
-        self.g.outputs = list(outputs)
-        self.g.lint()
-        return self.g
 
 
 def int_feeds(g: Graph, seed: int) -> dict[str, np.ndarray]:

@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import accel
+from accel.builder import GraphBuilder
 from accel.ir import Graph, QuantParams, TensorType, Value
 from accel.ops.registry import OpContext, get_op
 from accel.passes import fold_constants, qdq_to_qnn, simplify
@@ -26,21 +27,7 @@ RNG = np.random.default_rng(99)
 U8 = "uint8"
 
 
-class Builder:
-    def __init__(self, **inputs: TensorType):
-        vals = [Value(n, t) for n, t in inputs.items()]
-        self.g = Graph(vals, [], [])
-        self.nodes: list = []
-        self.x = {v.name: v for v in vals}
-
-    def const(self, data, quant: QuantParams | None = None) -> Value:
-        return self.g.new_const(np.asarray(data), "c", quant)
-
-    def op(self, op: str, *inputs: Value, **attrs) -> Value:
-        node = self.g.new_node(op, list(inputs), attrs)
-        self.nodes.append(node)
-        return node.outputs[0]
-
+class Builder(GraphBuilder):
     def dq(self, v: Value) -> Value:
         return self.op("qnn.dequantize", v)
 
@@ -57,12 +44,6 @@ class Builder:
         else:
             quant = QuantParams(0.007, 0 if dtype == "int8" else 128)
         return self.const(data, quant)
-
-    def done(self, *outputs: Value) -> Graph:
-        self.g.nodes = self.nodes
-        self.g.outputs = list(outputs)
-        self.g.lint()
-        return self.g
 
 
 def qt(shape: tuple[int, ...], scale: float = 0.05, zp: int = 128, dtype: str = U8) -> TensorType:

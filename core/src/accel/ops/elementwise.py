@@ -160,11 +160,14 @@ def _relu_rule(attrs: Any, x: TensorType) -> TensorType:
 def relu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """max(x, 0); on quantized data max(q, zero_point), i.e. relu of the real values."""
     q = ctx.in_types[0].quant
-    if q is None:
-        return np.asarray(np.maximum(x, np.zeros((), x.dtype)))
-    zp = along_axis(q.zero_point, q.axis, x.ndim)
-    info = np.iinfo(x.dtype)
-    return np.asarray(np.maximum(x, np.clip(zp, info.min, info.max).astype(x.dtype)))
+    if q is not None and q.axis is not None:
+        zp = along_axis(q.zero_point, q.axis, x.ndim)
+        info = np.iinfo(x.dtype)
+        return np.asarray(np.maximum(x, np.clip(zp, info.min, info.max).astype(x.dtype)))
+    top = math.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).max
+    floor = 0 if q is None else int(q.zero_point)
+    lo, hi = _clip_bounds(x.dtype, floor, top)
+    return _clip_into(x, lo, hi)
 
 
 def _leaky_relu_rule(attrs: Any, x: TensorType) -> TensorType:
@@ -207,11 +210,23 @@ def _clip_bounds(dtype: np.dtype, lo: float, hi: float) -> tuple[np.ndarray, np.
         return np.asarray(lo, dtype), np.asarray(hi, dtype)
 
 
+def _clip_into(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``min(max(x, lo), hi)`` (NaN propagates) into a fresh C-contiguous array.
+
+    One ``np.clip`` pass with both scalar bounds of ``x``'s dtype: numpy's clip
+    loop runs at copy speed, while ``np.maximum``/``np.minimum`` (and clip with a
+    ``None`` bound) take ~3x as long per pass on float32 (measured, numpy 2.4).
+    """
+    out = np.empty(x.shape, x.dtype)
+    np.clip(x, lo, hi, out=out)
+    return out
+
+
 @register_op("clip", infer=_clip_rule, attrs={"a_min": REQUIRED, "a_max": REQUIRED})
 def clip(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """min(max(x, a_min), a_max); on quantized data the bounds are stored (integer) values."""
     lo, hi = _clip_bounds(x.dtype, ctx.attrs["a_min"], ctx.attrs["a_max"])
-    return np.asarray(np.minimum(np.maximum(x, lo), hi))
+    return _clip_into(x, lo, hi)
 
 
 @register_op("sigmoid", infer=_float_rule)

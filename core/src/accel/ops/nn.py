@@ -516,6 +516,158 @@ def _conv_depthwise(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
     return pack, run
 
 
+#: Bytes of im2col columns a depthwise NCHW convolution gathers at a time, so that
+#: the columns are still in L2 cache when the matmul reads them back.
+DEPTHWISE_COLS_BYTES = 1 << 19
+
+#: Output elements per channel (``OH x`` phase width) from which NCHW depthwise runs tap by tap
+#: on ufuncs instead of gathering columns for a matmul (measured crossover on MobileNetV2 layers).
+DEPTHWISE_TAPS_MIN_RUN = 2048
+USE_NEW_DW = True
+
+
+def _window(flat: np.ndarray, start: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> np.ndarray:
+    """A view of the contiguous 1-D ``flat`` from element ``start`` with element ``steps`` (may overlap).
+
+    Unlike ``as_strided`` (~5 us a call, too slow inside tap loops) the ndarray
+    constructor costs ~1 us and refuses a view reaching past the buffer.
+    """
+    item = flat.itemsize
+    return np.ndarray(shape, flat.dtype, buffer=flat, offset=start * item, strides=tuple(s * item for s in steps))
+
+
+def _phase_taps(k: int, d: int, s: int) -> list[tuple[int, list[int], int, int]]:
+    """Kernel taps along one axis grouped by stride phase.
+
+    Tap ``r`` reads padded position ``i * s + r * d`` for output ``i``, i.e. row
+    ``i + (r * d) // s`` of phase ``(r * d) % s``. Returns, per phase used,
+    ``(phase, taps, first offset, offset step)``; within a phase the offsets
+    form an arithmetic progression, so the taps are one strided view.
+    """
+    by_phase: dict[int, list[int]] = {}
+    for r in range(k):
+        by_phase.setdefault((r * d) % s, []).append(r)
+    groups = []
+    for a, taps in sorted(by_phase.items()):
+        offs = [(r * d) // s for r in taps]
+        step = offs[1] - offs[0] if len(offs) > 1 else 1
+        assert offs == list(range(offs[0], offs[0] + step * len(offs), step))
+        groups.append((a, taps, offs[0], step))
+    return groups
+
+
+def _conv_depthwise_nchw(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
+    """(pack, run) for NCHW depthwise convolution (one input channel per group, ``mult`` outputs each).
+
+    The padded input is split into its ``sh x sw`` stride phases, each stored
+    flat over (N, C, hq, wq), so that a kernel tap is a contiguous run of one
+    phase shifted by the tap's offset; the output is computed on the phase grid
+    (``wq >= OW`` columns, the extra ones cropped at the end). Two schedules:
+
+    - long rows (``OH * wq >= DEPTHWISE_TAPS_MIN_RUN``): per block of channels,
+      a multiply and an add per tap of whole channel runs, the running sum
+      staying in L2 cache;
+    - short rows: per block of channels, the taps are gathered into columns
+      ``[T, C * hq * wq]`` (one long copy per phase: runs span channels) and a
+      batched matmul ``W[C, mult, T] @ cols`` sums them. Ufuncs over short
+      rows are dominated by per-row overhead; copy + BLAS is not.
+    """
+    n, c, mult = g.n, g.c, g.o // g.c
+    rows_g, cols_g = _phase_taps(g.kh, g.dh, g.sh), _phase_taps(g.kw, g.dw, g.sw)
+    hq = g.oh + max(off + step * (len(t) - 1) for _, t, off, step in rows_g)
+    wq = g.ow + max(off + step * (len(t) - 1) for _, t, off, step in cols_g)
+    plane = hq * wq
+    span = g.oh * wq  # the grid rows holding outputs
+    # taps phase by phase, each phase's taps row-major: (phase a, phase b, flat offset, tap index)
+    taps = [
+        (a, b, (roff + i * rstep) * wq + qoff + j * qstep, r * g.kw + q)
+        for a, rt, roff, rstep in rows_g
+        for b, qt, qoff, qstep in cols_g
+        for i, r in enumerate(rt)
+        for j, q in enumerate(qt)
+    ]
+    order = [t[3] for t in taps]
+    ntaps = len(taps)
+    long_rows = span >= DEPTHWISE_TAPS_MIN_RUN
+    if long_rows:
+        cb = max(1, min(c, DEPTHWISE_BLOCK_BYTES // (n * mult * span * dtype.itemsize)))
+    else:
+        cb = max(1, min(c, DEPTHWISE_COLS_BYTES // (ntaps * plane * dtype.itemsize)))
+
+    def pack(weight: np.ndarray) -> np.ndarray:
+        w = _oihw(weight, g.kernel_layout, dtype).reshape(c, mult, g.kh * g.kw)[:, :, order]
+        # long rows: per tap [C, mult, 1] against runs [N, C, 1, span]; short rows: [C, mult, T] @ cols
+        return np.ascontiguousarray(w.transpose(2, 0, 1)[..., None] if long_rows else w)
+
+    def phases(x: np.ndarray) -> np.ndarray:
+        """[sh, sw, N*C*hq*wq + plane]: phase (a, b) holds padded rows a, a+sh, ... and columns b, b+sw, ...
+
+        One strided copy per phase straight from ``x``; the trailing ``plane``
+        zeros give the last channel's shifted runs room (offsets are < plane).
+        """
+        flat = scratch("pad", (g.sh, g.sw, (n * c + 1) * plane), dtype)
+        flat[:, :, n * c * plane :] = 0
+        for a in range(g.sh):
+            # phase row i holds padded row i*sh + a, i.e. input row i*sh + a - pt
+            i0 = min(hq, max(0, -(-(g.pt - a) // g.sh)))
+            i1 = max(i0, min(hq, -(-(g.pt + g.h - a) // g.sh)))
+            for b in range(g.sw):
+                j0 = min(wq, max(0, -(-(g.pl - b) // g.sw)))
+                j1 = max(j0, min(wq, -(-(g.pl + g.w - b) // g.sw)))
+                p = flat[a, b, : n * c * plane].reshape(n, c, hq, wq)
+                p[:, :, :i0] = 0
+                p[:, :, i1:] = 0
+                p[:, :, i0:i1, :j0] = 0
+                p[:, :, i0:i1, j1:] = 0
+                if i1 > i0 and j1 > j0:
+                    r0, c0 = i0 * g.sh + a - g.pt, j0 * g.sw + b - g.pl
+                    src = x[:, :, r0 : r0 + (i1 - i0 - 1) * g.sh + 1 : g.sh, c0 : c0 + (j1 - j0 - 1) * g.sw + 1 : g.sw]
+                    np.copyto(p[:, :, i0:i1, j0:j1], src, casting="unsafe")
+        return flat
+
+    def taps_block(ph: np.ndarray, wt: np.ndarray, grid: np.ndarray, c0: int, c1: int) -> None:
+        """Channels [c0, c1) of ``grid`` [N, C, mult, span], tap by tap."""
+        acc = grid[:, c0:c1]
+        part = scratch("tmp", acc.shape, dtype)
+        for t, (a, b, off, _) in enumerate(taps):
+            src = ph[a, b, off : off + n * c * plane].reshape(n, c, 1, plane)[:, c0:c1, :, :span]
+            if t == 0:
+                np.multiply(src, wt[t, c0:c1], out=acc)
+            else:
+                np.multiply(src, wt[t, c0:c1], out=part)
+                acc += part
+
+    def cols_block(ph: np.ndarray, wp: np.ndarray, grid: np.ndarray, i: int, c0: int, c1: int) -> None:
+        """Channels [c0, c1) of batch item ``i``: gather the taps into columns, then one matmul."""
+        nc = c1 - c0
+        cols = scratch("cols", (ntaps, nc * plane), dtype)
+        t0 = 0
+        for a, rt, roff, rstep in rows_g:
+            for b, qt, qoff, qstep in cols_g:
+                nr, nq = len(rt), len(qt)
+                start = (i * c + c0) * plane + roff * wq + qoff
+                view = _window(ph[a, b], start, (nr, nq, nc * plane), (rstep * wq, qstep, 1))
+                np.copyto(cols[t0 : t0 + nr * nq].reshape(nr, nq, nc * plane), view)
+                t0 += nr * nq
+        per_channel = cols.reshape(ntaps, nc, plane).transpose(1, 0, 2)  # [nc, T, plane]
+        np.matmul(wp[c0:c1], per_channel, out=grid[i, c0:c1])
+
+    def run(x: np.ndarray, wp: np.ndarray) -> np.ndarray:
+        ph = phases(x)
+        grid = scratch("acc", (n, c, mult, span if long_rows else plane), dtype)
+        for c0 in range(0, c, cb):
+            c1 = min(c, c0 + cb)
+            if long_rows:
+                taps_block(ph, wp, grid, c0, c1)
+            else:
+                for i in range(n):
+                    cols_block(ph, wp, grid, i, c0, c1)
+        res = grid.reshape(n, g.o, -1, wq)[:, :, : g.oh, : g.ow]
+        return np.ascontiguousarray(res)  # out of scratch memory
+
+    return pack, run
+
+
 def _with_weight(pack: Packer, run: Runner, weight: np.ndarray | None) -> Kernel:
     """Bind a pre-packed weight when it is known, else pack on every call."""
     if weight is not None:
@@ -550,7 +702,7 @@ def build_conv2d(
     g = conv2d_geometry(attrs, data_shape, weight_shape)
     dtype = np.dtype(dtype)
     if g.groups > 1 and g.i == 1 and g.groups == g.c:
-        pack, run = _conv_depthwise(g, dtype)
+        pack, run = (_conv_depthwise_nchw if g.nchw and USE_NEW_DW else _conv_depthwise)(g, dtype)
     else:
         pack, run = _conv_im2col(g, dtype)
     return _with_weight(pack, run, weight)

@@ -27,6 +27,7 @@ from accel.ops.nn import (
     conv2d_geometry,
     conv2d_transpose_geometry,
     dense_out_shape,
+    scratch,
 )
 from accel.ops.registry import REQUIRED, OpContext, register_op
 
@@ -172,17 +173,23 @@ def _requantize_rule(attrs: Mapping[str, Any], x: TensorType) -> TensorType:
     return TensorType(x.shape, dt, out)
 
 
+def _prepare_requantize(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
+    """The node's multipliers encoded once (:class:`accel.quant.Requantizer`)."""
+    q = ctx.in_types[0].quant
+    out = ctx.out_types[0]
+    assert q is not None and out.quant is not None
+    return quant.Requantizer(q.scale, q.zero_point, out.quant.scale, out.quant.zero_point, out.dtype, q.axis)
+
+
 @register_op(
     "qnn.requantize",
     infer=_requantize_rule,
     attrs={"out_scale": REQUIRED, "out_zero_point": REQUIRED, "out_dtype": "uint8"},
+    prepare=_prepare_requantize,
 )
 def qnn_requantize(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """``saturate(z_out + MBQM(x - z_in, s_in / s_out))``, per channel when the input is per-axis."""
-    q = ctx.in_types[0].quant
-    out = ctx.out_types[0]
-    assert q is not None and out.quant is not None
-    return quant.requantize(x, q.scale, q.zero_point, out.quant.scale, out.quant.zero_point, out.dtype, q.axis)
+    return _prepare_requantize(ctx)(x)
 
 
 # --------------------------------------------------------------------------------------
@@ -196,60 +203,150 @@ def _centred(w: np.ndarray, wq: QuantParams, dtype: Any = np.float64) -> np.ndar
 
 
 #: float32 sums integers exactly while every partial sum stays below 2^24.
-_F32_EXACT = float(1 << 24)
+_F32_EXACT = 1 << 24
+
+#: Most float32 passes (over slices of the input channels) an accumulation may be split
+#: into before one float64 pass is used instead: float32 BLAS runs ~2x faster, and the
+#: split adds an im2col gather and an int32 sum per slice.
+MAX_F32_SPLITS = 4
+
+#: Build a kernel for (dtype, centred weight or None, data shape, weight shape).
+Builder = Callable[[Any, "np.ndarray | None", tuple[int, ...], tuple[int, ...]], Callable[..., np.ndarray]]
 
 
-def _compute_dtype(ctx: OpContext, o_axis: int) -> type[np.floating]:
-    """float32 when the accumulation provably stays exact in it, else float64.
+def _data_reach(t: TensorType) -> int:
+    """``max |x − z_x|`` over the data dtype's range."""
+    q = t.quant
+    assert q is not None
+    lo, hi = quant.dtype_range(t.dtype)
+    zx = int(q.zero_point)
+    return max(zx - lo, hi - zx)
 
-    Every partial sum an output element goes through (in any summation order,
-    any BLAS blocking) is bounded by ``max|x − z_x| · Σ|w − z_w|`` over the
-    weights of that output channel; below 2^24 float32 is exact and twice as
-    fast. A non-constant weight is bounded by its dtype range.
+
+def _split_channels(sums: np.ndarray, reach: int) -> list[tuple[int, int]] | None:
+    """Contiguous input-channel ranges each of whose partial sums is exact in float32, or ``None``.
+
+    ``sums[o, i]`` is ``Σ|w − z_w|`` over the taps of output channel ``o`` and
+    input channel ``i``; a range ``[a, b)`` qualifies when ``reach · max_o Σ_{a≤i<b}
+    sums[o, i] < 2^24``. Greedy (each range as long as it can be) gives the fewest
+    ranges; ``None`` when that is more than :data:`MAX_F32_SPLITS`.
     """
-    d, w = ctx.in_types[0], ctx.in_types[1]
-    dq, wq = d.quant, w.quant
-    assert dq is not None and wq is not None
-    lo, hi = quant.dtype_range(d.dtype)
-    zx = int(dq.zero_point)
-    xmax = max(zx - lo, hi - zx)
-    const_w = ctx.const(1)
-    if const_w is not None:
-        centred = np.abs(_centred(const_w, wq))
-        other = tuple(a for a in range(centred.ndim) if a != o_axis)
-        wsum = float(centred.sum(axis=other).max()) if centred.size else 0.0
-    else:
-        wlo, whi = quant.dtype_range(w.dtype)
-        zw = wq.zero_point.astype(np.int64)
-        wmax = float(np.maximum(zw - wlo, whi - zw).max())
-        wsum = wmax * (w.size // max(w.shape[o_axis], 1))
-    return np.float32 if xmax * wsum < _F32_EXACT else np.float64
+    csum = np.zeros((sums.shape[0], sums.shape[1] + 1), dtype=np.int64)
+    np.cumsum(sums.astype(np.int64), axis=1, out=csum[:, 1:])
+    ranges: list[tuple[int, int]] = []
+    start, channels = 0, sums.shape[1]
+    while start < channels and len(ranges) < MAX_F32_SPLITS:
+        # the longest range from `start` that qualifies (its worst output channel grows with the end)
+        worst = reach * (csum[:, start + 1 :] - csum[:, start : start + 1]).max(axis=0)
+        end = start + int(np.searchsorted(worst, _F32_EXACT, side="left"))
+        if end == start:
+            return None  # one input channel alone may pass 2^24
+        ranges.append((start, end))
+        start = end
+    return ranges if start == channels else None
 
 
 def _accumulating(
     ctx: OpContext,
     o_axis: int,
-    build: Callable[[Any, np.ndarray | None], Callable[[np.ndarray, np.ndarray | None], np.ndarray]],
+    i_axis: int | None,
+    data_axis: int,
+    build: Builder,
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``f(data, weight)`` = int32 ``Σ (x − z_x)(w − z_w)``, computed exactly in float.
 
-    ``build(dtype, centred_weight_or_None)`` is one of the :mod:`accel.ops.nn`
-    builders; a constant weight is centred and packed once, here.
+    ``build`` wraps one of the :mod:`accel.ops.nn` builders. Every partial sum
+    an output element goes through (in any summation order, any BLAS blocking)
+    is bounded by ``max|x − z_x| · Σ|w − z_w|`` over that output channel's
+    weights; float32 is exact below 2^24 and float64 below 2^53. With a constant
+    weight the bound uses its actual values and, when the whole sum may pass
+    2^24 but ``i_axis`` (the weight's input-channel axis, ``None`` for grouped
+    convolutions) allows, the input channels are split into ranges that each
+    stay below it: one float32 kernel per range (data sliced on ``data_axis``),
+    summed in int32. A non-constant weight is bounded by its dtype range.
     """
-    dq, wq = ctx.in_types[0].quant, ctx.in_types[1].quant
+    d, w = ctx.in_types[0], ctx.in_types[1]
+    dq, wq = d.quant, w.quant
     assert dq is not None and wq is not None
-    zx = float(dq.zero_point)
-    dtype = _compute_dtype(ctx, o_axis)
+    zx = int(dq.zero_point)
+    reach = _data_reach(d)
     const_w = ctx.const(1)
-    kernel = build(dtype, None if const_w is None else _centred(const_w, wq, dtype))
+    if const_w is None:
+        wlo, whi = quant.dtype_range(w.dtype)
+        zw = wq.zero_point.astype(np.int64)
+        wmax = int(np.maximum(zw - wlo, whi - zw).max())
+        bound = reach * wmax * (w.size // max(w.shape[o_axis], 1))
+        dtype: Any = np.float32 if bound < _F32_EXACT else np.float64
+        kernel = build(dtype, None, d.shape, w.shape)
+        to_int = _int32_converter(bound)
 
-    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        x = data.astype(dtype)
-        if zx:
-            x -= dtype(zx)
-        return _to_int32(kernel(x, None if const_w is not None else _centred(weight, wq, dtype)))
+        def run_any(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+            return to_int(kernel(_centred_data(data, zx, dtype), _centred(weight, wq, dtype)))
 
-    return run
+        return run_any
+
+    wc = np.abs(_centred(const_w, wq))
+    keep = (o_axis,) if i_axis is None else (o_axis, i_axis)
+    sums = wc.sum(axis=tuple(a for a in range(wc.ndim) if a not in keep))
+    if i_axis is not None and i_axis < o_axis:
+        sums = sums.T
+    sums = sums.reshape(w.shape[o_axis], -1)  # [O, I] (or [O, 1] for a grouped convolution)
+    bound = int(reach * sums.sum(axis=1).max()) if sums.size else 0
+    to_int = _int32_converter(bound)
+    ranges = None
+    if bound < _F32_EXACT:
+        dtype = np.float32
+    elif i_axis is not None and bound <= quant.INT32_MAX:
+        ranges = _split_channels(sums, reach)
+        dtype = np.float64 if ranges is None else np.float32
+    else:
+        dtype = np.float64
+    if ranges is None or len(ranges) == 1:
+        kernel = build(dtype, _centred(const_w, wq, dtype), d.shape, w.shape)
+
+        def run(data: np.ndarray, _weight: np.ndarray) -> np.ndarray:
+            return to_int(kernel(_centred_data(data, zx, dtype), None))
+
+        return run
+
+    assert i_axis is not None
+    parts = []
+    for a, b in ranges:
+        take_w = [slice(None)] * const_w.ndim
+        take_w[i_axis] = slice(a, b)
+        part_w = _centred(const_w[tuple(take_w)], wq, dtype)
+        shape = list(d.shape)
+        shape[data_axis] = b - a
+        take_x = (slice(None),) * (data_axis % d.rank) + (slice(a, b),)
+        parts.append((take_x, build(dtype, part_w, tuple(shape), part_w.shape)))
+
+    def run_split(data: np.ndarray, _weight: np.ndarray) -> np.ndarray:
+        x = _centred_data(data, zx, dtype)
+        (take0, first), *rest = parts
+        out = first(x[take0], None).astype(np.int32)  # each part < 2^24 and the total <= INT32_MAX
+        for take, kernel in rest:
+            np.add(out, kernel(x[take], None), out=out, casting="unsafe")  # exact (float64 sum of ints)
+        return out
+
+    return run_split
+
+
+def _centred_data(data: np.ndarray, zx: int, dtype: Any) -> np.ndarray:
+    """``data − z_x``: the integers themselves when ``z_x = 0`` (the builders convert them to
+    ``dtype`` while padding or gathering, saving a pass), else in ``dtype`` in per-thread
+    scratch memory (a kernel copies its input, it never returns it)."""
+    if not zx:
+        return data
+    buf = scratch("qnn_data", data.shape, dtype)
+    np.subtract(data, dtype(zx), out=buf)
+    return buf
+
+
+def _int32_converter(bound: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Exact float accumulator -> int32: a plain cast when ``bound`` proves it fits, else rounded and saturated."""
+    if bound <= quant.INT32_MAX:
+        return lambda acc: acc.astype(np.int32)
+    return _to_int32
 
 
 def _conv2d_rule(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
@@ -262,9 +359,16 @@ def _conv2d_rule(attrs: Mapping[str, Any], data: TensorType, weight: TensorType)
 
 
 def _prepare_conv2d(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    d, w = ctx.in_types[0], ctx.in_types[1]
-    o_axis = ctx.attrs["kernel_layout"].index("O")
-    return _accumulating(ctx, o_axis, lambda dt, cw: build_conv2d(ctx.attrs, d.shape, w.shape, dt, cw))
+    layout = ctx.attrs["kernel_layout"]
+    i_axis = layout.index("I") if ctx.attrs["groups"] == 1 else None
+    data_axis = layout_axes(ctx.attrs["data_layout"])[0]
+    return _accumulating(
+        ctx,
+        layout.index("O"),
+        i_axis,
+        data_axis,
+        lambda dt, cw, ds, ws: build_conv2d(ctx.attrs, ds, ws, dt, cw),
+    )
 
 
 def _conv2d_macs(ctx: OpContext) -> int:
@@ -304,9 +408,16 @@ def _conv2d_transpose_rule(attrs: Mapping[str, Any], data: TensorType, weight: T
 
 
 def _prepare_conv2d_transpose(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    d, w = ctx.in_types[0], ctx.in_types[1]
-    o_axis = ctx.attrs["kernel_layout"].index("O")
-    return _accumulating(ctx, o_axis, lambda dt, cw: build_conv2d_transpose(ctx.attrs, d.shape, w.shape, dt, cw))
+    layout = ctx.attrs["kernel_layout"]
+    i_axis = layout.index("I") if ctx.attrs["groups"] == 1 else None
+    data_axis = layout_axes(ctx.attrs["data_layout"])[0]
+    return _accumulating(
+        ctx,
+        layout.index("O"),
+        i_axis,
+        data_axis,
+        lambda dt, cw, ds, ws: build_conv2d_transpose(ctx.attrs, ds, ws, dt, cw),
+    )
 
 
 def _conv2d_transpose_macs(ctx: OpContext) -> int:
@@ -335,8 +446,7 @@ def _dense_rule(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) 
 
 
 def _prepare_dense(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    d, w = ctx.in_types[0], ctx.in_types[1]
-    return _accumulating(ctx, 0, lambda dt, cw: build_dense(d.shape, w.shape, dt, cw))
+    return _accumulating(ctx, 0, 1, -1, lambda dt, cw, ds, ws: build_dense(ds, ws, dt, cw))
 
 
 def _dense_macs(ctx: OpContext) -> int:
@@ -390,18 +500,54 @@ def _binary_args(ctx: OpContext) -> tuple[float, int, float, int, float, int, st
 _OUT_ATTRS = {"out_scale": REQUIRED, "out_zero_point": REQUIRED}
 
 
-@register_op("qnn.add", infer=_binary_rule("add"), attrs=_OUT_ATTRS, num_inputs=2)
+#: Elements a qnn.add / qnn.mul node computes directly before tabulating all 2^16 input
+#: pairs (building the table costs about as much as computing this many directly).
+TABLE_AFTER_ELEMENTS = 1 << 16
+
+
+class _PairOp:
+    """An 8-bit binary qnn op: computed by its definition until it has seen
+    :data:`TABLE_AFTER_ELEMENTS` elements, then looked up in a table of that same
+    definition (so never more than about twice the cheaper of the two)."""
+
+    def __init__(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], dtype: str):
+        self.fn, self.dtype = fn, dtype
+        self.table: np.ndarray | None = None
+        self.seen = 0
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if self.table is None:
+            self.seen += max(a.size, b.size)
+            if self.seen < TABLE_AFTER_ELEMENTS:
+                return self.fn(a, b)
+            self.table = quant.pair_table(self.fn, self.dtype)
+        return quant.lookup_pairs(self.table, a, b)
+
+
+def _prepare_binary(
+    arith: Callable[..., np.ndarray],
+) -> Callable[[OpContext], Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    def prepare(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        sa, za, sb, zb, so, zo, dt = _binary_args(ctx)
+        return _PairOp(lambda a, b: arith(a, sa, za, b, sb, zb, so, zo, dt), ctx.in_types[0].dtype)
+
+    return prepare
+
+
+_prepare_add = _prepare_binary(quant.quantized_add)
+_prepare_mul = _prepare_binary(quant.quantized_mul)
+
+
+@register_op("qnn.add", infer=_binary_rule("add"), attrs=_OUT_ATTRS, num_inputs=2, prepare=_prepare_add)
 def qnn_add(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Both inputs rescaled to a common fixed-point scale (20 bits headroom), added, rescaled."""
-    sa, za, sb, zb, so, zo, dt = _binary_args(ctx)
-    return quant.quantized_add(a, sa, za, b, sb, zb, so, zo, dt)
+    return _prepare_add(ctx)(a, b)
 
 
-@register_op("qnn.mul", infer=_binary_rule("mul"), attrs=_OUT_ATTRS, num_inputs=2)
+@register_op("qnn.mul", infer=_binary_rule("mul"), attrs=_OUT_ATTRS, num_inputs=2, prepare=_prepare_mul)
 def qnn_mul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``saturate(z_out + MBQM((a - z_a)(b - z_b), s_a*s_b/s_out))``."""
-    sa, za, sb, zb, so, zo, dt = _binary_args(ctx)
-    return quant.quantized_mul(a, sa, za, b, sb, zb, so, zo, dt)
+    return _prepare_mul(ctx)(a, b)
 
 
 def _concatenate_rule(attrs: Mapping[str, Any], *xs: TensorType) -> TensorType:
