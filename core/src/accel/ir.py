@@ -13,6 +13,7 @@ A nested graph hangs off a node whose op is ``call``: with the attribute
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -529,30 +530,39 @@ class Graph:
                     raise GraphError(f"graph output %{v.name} is not defined in graph {self.name!r}")
 
 
-def toposort(nodes: Iterable[Node], inputs: Iterable[Value] = ()) -> list[Node]:
-    """Stable topological order (Kahn); :class:`GraphError` names a node on a cycle."""
-    nodes = list(nodes)
-    producer_index = {id(v): i for i, n in enumerate(nodes) for v in n.outputs}
-    indegree = [0] * len(nodes)
-    consumers: list[list[int]] = [[] for _ in nodes]
-    for i, node in enumerate(nodes):
-        deps = {producer_index[id(v)] for v in node.inputs if id(v) in producer_index}
-        indegree[i] = len(deps)
-        for d in deps:
-            consumers[d].append(i)
-    import heapq
+def stable_topological_order(deps: Sequence[Iterable[int]]) -> tuple[list[int], int | None]:
+    """Kahn's algorithm over item indices, ties broken by index (stable).
 
+    ``deps[i]`` are the indices item ``i`` depends on. Returns the order and,
+    when a cycle leaves items unordered, the index of one item on it (else None).
+    """
+    indegree = [0] * len(deps)
+    consumers: list[list[int]] = [[] for _ in deps]
+    for i, d in enumerate(deps):
+        unique = set(d)
+        indegree[i] = len(unique)
+        for j in unique:
+            consumers[j].append(i)
     ready = [i for i, d in enumerate(indegree) if d == 0]
     heapq.heapify(ready)
-    order: list[Node] = []
+    order: list[int] = []
     while ready:
         i = heapq.heappop(ready)
-        order.append(nodes[i])
+        order.append(i)
         for c in consumers[i]:
             indegree[c] -= 1
             if indegree[c] == 0:
                 heapq.heappush(ready, c)
-    if len(order) != len(nodes):
-        stuck = next(nodes[i] for i, d in enumerate(indegree) if d > 0)
-        raise GraphError(f"the graph has a cycle through node {stuck.name!r} ({stuck.op})")
-    return order
+    stuck = None if len(order) == len(deps) else next(i for i, d in enumerate(indegree) if d > 0)
+    return order, stuck
+
+
+def toposort(nodes: Iterable[Node], inputs: Iterable[Value] = ()) -> list[Node]:
+    """Stable topological order; :class:`GraphError` names a node on a cycle."""
+    nodes = list(nodes)
+    producer_index = {id(v): i for i, n in enumerate(nodes) for v in n.outputs}
+    deps = [[producer_index[id(v)] for v in n.inputs if id(v) in producer_index] for n in nodes]
+    order, stuck = stable_topological_order(deps)
+    if stuck is not None:
+        raise GraphError(f"the graph has a cycle through node {nodes[stuck].name!r} ({nodes[stuck].op})")
+    return [nodes[i] for i in order]

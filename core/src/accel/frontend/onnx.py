@@ -37,7 +37,7 @@ from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helpe
 
 from accel.errors import AccelError, ExternalDataError, GraphError, ModelError, UnsupportedOpError
 from accel.frontend.external_data import load_external_data
-from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value
+from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value, stable_topological_order
 from accel.ops.registry import OpContext, get_op, infer_node_types
 
 __all__ = [
@@ -597,25 +597,8 @@ class _Importer:
                         f"node {_label(node, i)} reads {name!r}, which no node, graph input or initializer defines"
                     )
             deps.append(d)
-        import heapq
-
-        indegree = [len(d) for d in deps]
-        consumers: list[list[int]] = [[] for _ in nodes]
-        for i, d in enumerate(deps):
-            for j in d:
-                consumers[j].append(i)
-        ready = [i for i, n in enumerate(indegree) if n == 0]
-        heapq.heapify(ready)
-        order: list[int] = []
-        while ready:
-            i = heapq.heappop(ready)
-            order.append(i)
-            for c in consumers[i]:
-                indegree[c] -= 1
-                if indegree[c] == 0:
-                    heapq.heappush(ready, c)
-        if len(order) != len(nodes):
-            stuck = next(i for i, n in enumerate(indegree) if n > 0)
+        order, stuck = stable_topological_order(deps)
+        if stuck is not None:
             raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
         return [nodes[i] for i in order]
 
