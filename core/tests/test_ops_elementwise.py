@@ -295,6 +295,39 @@ def test_clip_integer_bounds_round_inward() -> None:
     np.testing.assert_array_equal(out, [0, 255])
 
 
+def test_relu_and_clip_propagate_nan_like_onnxruntime() -> None:
+    x = f32(4, 9, scale=5.0)
+    x[0, :4] = [np.nan, -np.inf, np.inf, -0.0]
+    (relu_ref,) = ort_run("Relu", [x])
+    np.testing.assert_array_equal(run_op("nn.relu", [x]), relu_ref)
+    (clip_ref,) = ort_run("Clip", [x], consts=[np.float32(0.0), np.float32(6.0)], opset=13)
+    np.testing.assert_array_equal(run_op("clip", [x], {"a_min": 0.0, "a_max": 6.0}), clip_ref)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "uint8", "int32", "int64"])
+def test_relu_and_clip_on_strided_views(dtype: str) -> None:
+    """Non-contiguous inputs (transposed, sliced) give C-contiguous results of the input dtype."""
+    base = (f32(6, 8, 10, scale=50.0) if np.dtype(dtype).kind == "f" else RNG.integers(-100, 100, (6, 8, 10))).astype(
+        dtype
+    )
+    x = base.transpose(2, 0, 1)[:, ::2]
+    # integer bounds round inward and saturate to the dtype
+    lo = -7.5 if x.dtype.kind == "f" else (-7 if x.dtype.kind == "i" else 0)
+    for op, attrs, want in [
+        ("nn.relu", {}, np.maximum(x, np.zeros((), x.dtype))),
+        ("clip", {"a_min": -7.5, "a_max": 20.0}, np.minimum(np.maximum(x, x.dtype.type(lo)), x.dtype.type(20))),
+    ]:
+        got = run_op(op, [x], attrs)
+        assert got.flags.c_contiguous and got.dtype == x.dtype, op
+        np.testing.assert_array_equal(got, want)
+
+
+def test_quantized_relu_int8_negative_zero_point() -> None:
+    x = np.array([-128, -9, -8, -7, 0, 127], np.int8)
+    out = run_op("nn.relu", [x], quants=[QuantParams(0.1, -8)])
+    np.testing.assert_array_equal(out, [-8, -8, -8, -7, 0, 127])
+
+
 @pytest.mark.parametrize(("shape", "axis"), [((3, 17), -1), ((2, 5, 7), 1), ((4, 3, 2), 0), ((2, 3, 4, 5), 2)])
 def test_softmax(shape: tuple[int, ...], axis: int) -> None:
     x = f32(*shape, scale=6.0)

@@ -261,6 +261,78 @@ def test_conv2d_float16(rng):
 
 
 # --------------------------------------------------------------------------------------
+# depthwise nn.conv2d (NCHW: stride phases, tap columns, one batched matmul per block)
+
+# (N, C, H, W, channel multiplier, (kh, kw), strides, padding, dilation)
+DEPTHWISE_CASES = [
+    pytest.param(1, 6, 13, 11, 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), id="stride2-odd-sizes"),
+    pytest.param(2, 5, 12, 14, 1, (3, 3), (2, 2), (0, 1, 1, 0), (1, 1), id="stride2-asym-pad-batch2"),
+    pytest.param(1, 4, 17, 16, 2, (5, 5), (3, 2), (2, 0, 1, 3), (2, 1), id="stride3-dilation-mult2"),
+    pytest.param(1, 4, 15, 15, 1, (3, 3), (2, 2), (2, 2, 2, 2), (2, 2), id="dilation-equals-stride"),
+    pytest.param(1, 3, 16, 17, 1, (3, 4), (2, 3), (1, 2, 1, 1), (3, 2), id="dilation-stride-coprime"),
+    pytest.param(3, 4, 4, 5, 3, (3, 3), (1, 1), (4, 3, 4, 4), (1, 1), id="pad-beyond-kernel-mult3"),
+    pytest.param(1, 6, 9, 8, 1, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), id="1x1-stride2"),
+    pytest.param(1, 5, 7, 7, 1, (7, 7), (1, 1), (3, 3, 3, 3), (1, 1), id="7x7-same"),
+    pytest.param(1, 4, 9, 6, 1, (2, 3), (1, 1), (0, 0, 0, 0), (1, 1), id="unpadded"),
+    pytest.param(2, 3, 21, 40, 1, (3, 3), (1, 1), (1, 2, 0, 1), (1, 1), id="wide-map-border-padding"),
+    pytest.param(1, 2, 19, 70, 2, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), id="wide-map-stride2"),
+]
+
+
+@pytest.mark.parametrize("n, c, h, w, mult, k, strides, padding, dilation", DEPTHWISE_CASES)
+def test_depthwise_conv2d_matches_onnxruntime(rng, n, c, h, w, mult, k, strides, padding, dilation):
+    x = rand(rng, n, c, h, w)
+    wt = rand(rng, c * mult, 1, *k)
+    want = ort_run("Conv", [x, wt], strides=strides, pads=padding, dilations=dilation, group=c)
+    attrs = _conv_attrs(strides, padding, dilation, c)
+    assert_close(run_op("nn.conv2d", [x, wt], attrs, consts=(1,)), want)
+    assert_close(run_op("nn.conv2d", [x, wt], attrs), want)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 6000])
+def test_depthwise_conv2d_channel_blocks(rng, monkeypatch, block_bytes):
+    """Gathering in blocks of one or a few channels (block edges inside the batch) changes nothing."""
+    x = rand(rng, 2, 7, 10, 9)
+    wt = rand(rng, 14, 1, 3, 3)
+    attrs = _conv_attrs((2, 1), (1, 1, 0, 1), (1, 1), 7)
+    want = ort_run("Conv", [x, wt], strides=(2, 1), pads=(1, 1, 0, 1), group=7)
+    monkeypatch.setattr(nn, "DEPTHWISE_COLS_BYTES", block_bytes)
+    assert_close(run_op("nn.conv2d", [x, wt], attrs, consts=(1,)), want)
+
+
+def _direct_depthwise_int(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """Independent integer reference for NCHW depthwise (weight [C*mult, 1, kh, kw]), one channel at a time."""
+    c, mult = x.shape[1], w.shape[0] // x.shape[1]
+    outs = [
+        _direct_conv_int(x[:, ch : ch + 1], w[ch * mult : (ch + 1) * mult], stride=stride, pad=pad) for ch in range(c)
+    ]
+    return np.concatenate(outs, axis=1)
+
+
+def test_build_conv2d_depthwise_nchw_exact_on_integers(rng):
+    """qnn's use of the depthwise kernel: integers in float64 (and int32 nn.conv2d) come out exact."""
+    x = rng.integers(-128, 128, (2, 6, 11, 10)).astype(np.int64)
+    w = rng.integers(-127, 128, (12, 1, 3, 3)).astype(np.int64)
+    want = _direct_depthwise_int(x, w, stride=2, pad=1)
+    attrs = {"strides": (2, 2), "padding": (1, 1, 1, 1), "groups": 6}
+    f = nn.build_conv2d(attrs, x.shape, w.shape, np.dtype(np.float64), weight=w.astype(np.float64))
+    np.testing.assert_array_equal(f(x.astype(np.float64), None), want.astype(np.float64))
+    got = run_op("nn.conv2d", [x.astype(np.int32), w.astype(np.int32)], attrs, consts=(1,))
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+def test_depthwise_conv2d_non_contiguous_and_float16(rng):
+    x = rand(rng, 1, 10, 9, 8).transpose(0, 3, 1, 2)  # NCHW view of NHWC memory
+    wt = rand(rng, 8, 1, 3, 3)
+    attrs = _conv_attrs((1, 1), (1, 1, 1, 1), (1, 1), 8)
+    want = ort_run("Conv", [np.ascontiguousarray(x), wt], pads=[1, 1, 1, 1], group=8)
+    assert_close(run_op("nn.conv2d", [x, wt], attrs, consts=(1,)), want)
+    got = run_op("nn.conv2d", [x.astype(np.float16), wt.astype(np.float16)], attrs, consts=(1,))
+    assert got.dtype == np.float16
+    assert_close(got, want, rtol=5e-3)
+
+
+# --------------------------------------------------------------------------------------
 # nn.conv2d_transpose
 
 # (N, C_in, H, W, O per group, (kh, kw), strides, padding, output_padding, dilation, groups)
@@ -429,6 +501,7 @@ POOL_CASES = [
     pytest.param((3, 3), (1, 2), (2, 1, 2, 1), (2, 2), False, id="dilation"),
     pytest.param((2, 3), (2, 2), (1, 1, 0, 1), (2, 1), True, id="dilation-ceil"),
     pytest.param((5, 4), (1, 1), (0, 2, 1, 0), (1, 1), False, id="5x4-s1"),
+    pytest.param((1, 1), (2, 2), (0, 0, 0, 0), (1, 1), False, id="1x1s2"),
 ]
 
 
@@ -475,6 +548,14 @@ def test_max_pool2d_matches_onnxruntime(rng, k, strides, padding, dilation, ceil
         xi[0, 0] = info.min
         want_i = _ort_pool("MaxPool", xi, k, strides, padding, dilation, ceil_mode)
         np.testing.assert_array_equal(run_op("nn.max_pool2d", [xi], attrs), want_i)
+
+
+def test_max_pool2d_wide_map_matches_onnxruntime(rng):
+    """A map wide enough that only the border of the stride phases is padded (not the whole)."""
+    x = rand(rng, 2, 3, 21, 75)
+    want = _ort_pool("MaxPool", x, (3, 3), (1, 2), (1, 1, 2, 1), (1, 1), True)
+    got = run_op("nn.max_pool2d", [x], _pool_attrs((3, 3), (1, 2), (1, 1, 2, 1), (1, 1), True))
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("count_include_pad", [False, True])

@@ -508,6 +508,222 @@ def test_requantize_per_channel_accumulator_matches_quant_definition() -> None:
     assert np.abs(got - real).max() <= 1
 
 
+# -- fast paths: split float32 accumulation, pair tables, float64 requantize --------
+
+
+def ref_conv_int64(
+    x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[int], groups: int = 1
+) -> np.ndarray:
+    """Exact int64 NCHW/OIHW convolution of centred integers, one kernel tap at a time."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    pt, pl, pb, pr = pads
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr), dtype=np.int64)
+    xp[:, :, pt : pt + h, pl : pl + wd] = x
+    oh = (h + pt + pb - kh) // strides[0] + 1
+    ow = (wd + pl + pr - kw) // strides[1] + 1
+    og = o // groups
+    out = np.zeros((n, o, oh, ow), dtype=np.int64)
+    for r in range(kh):
+        for q in range(kw):
+            tap = xp[
+                :, :, r : r + strides[0] * (oh - 1) + 1 : strides[0], q : q + strides[1] * (ow - 1) + 1 : strides[1]
+            ]
+            for gi in range(groups):
+                xs = tap[:, gi * cg : (gi + 1) * cg]
+                ws = w[gi * og : (gi + 1) * og, :, r, q].astype(np.int64)
+                out[:, gi * og : (gi + 1) * og] += np.einsum("nchw,oc->nohw", xs, ws)
+    return out
+
+
+def big_sum_weights(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """int8 weights of magnitude 100..127, mostly positive: sums of 255 · Σ|w| pass 2^24."""
+    w = rng.integers(100, 128, shape) * np.where(rng.random(shape) < 0.97, 1, -1)
+    return w.astype(np.int8)
+
+
+def split_sums(w_oihw: np.ndarray, zw: Any = 0) -> np.ndarray:
+    wc = np.abs(w_oihw.astype(np.int64) - np.asarray(zw).reshape(-1, *([1] * (w_oihw.ndim - 1))))
+    return wc.sum(axis=tuple(range(2, w_oihw.ndim))) if w_oihw.ndim > 2 else wc
+
+
+@pytest.mark.parametrize(
+    "data_layout,kernel_layout,c,zx,xdt",
+    [
+        ("NCHW", "OIHW", 80, 0, "uint8"),
+        ("NHWC", "HWIO", 80, -128, "int8"),  # the weight's I axis before O
+        ("NHWC", "OHWI", 150, 0, "uint8"),  # 3 ranges
+        ("NCHW", "IHWO", 512, 0, "uint8"),  # > MAX_F32_SPLITS ranges: float64
+    ],
+)
+def test_conv2d_split_accumulation_exact_past_2_24(
+    data_layout: str, kernel_layout: str, c: int, zx: int, xdt: str
+) -> None:
+    """Sums past 2^24 with a constant weight: float32 over input-channel ranges (or float64), still exact."""
+    from accel.ops import qnn
+
+    rng = np.random.default_rng(c)
+    o = 6
+    lo, hi = RANGE[xdt]
+    x = rng.integers(hi - 40, hi, (2, c, 5, 6), endpoint=True).astype(xdt)  # far from z_x: large |x − z_x|
+    x[0, :, 0, 0] = lo  # and the other extreme
+    w = big_sum_weights(rng, (o, c, 3, 3))
+    w[1] = 0  # an all-zero output channel
+    sums = split_sums(w)
+    ranges = qnn._split_channels(sums, 255)
+    if c <= 150:
+        assert ranges is not None and 1 < len(ranges) <= qnn.MAX_F32_SPLITS
+    else:
+        assert ranges is None
+    sw = f32(rng.uniform(0.001, 0.002, o))
+    xl = _to_layout(x, "NCHW", data_layout)
+    net = Net(x=qtype(xl, 0.02, zx))
+    wq = QuantParams(sw, 0, kernel_layout.index("O"))
+    acc = net.op(
+        "qnn.conv2d",
+        [net["x"], net.const(_to_layout(w, "OIHW", kernel_layout), wq)],
+        strides=(1, 2),
+        padding=(1, 0, 1, 1),
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+    )
+    got = net.run(acc, x=xl)
+    want = ref_conv_int64(x.astype(np.int64) - zx, w, (1, 2), (1, 0, 1, 1))
+    assert np.abs(want).max() > 1 << 24 and np.any((np.abs(want) > 1 << 24) & (want % 2 == 1))
+    np.testing.assert_array_equal(got, _to_layout(want, "NCHW", data_layout).astype(np.int32))
+
+
+@pytest.mark.parametrize(
+    "c,o,groups,k,strides,pads,data_layout",
+    [
+        (16, 8, 1, 1, (1, 1), (0, 0, 0, 0), "NCHW"),  # pointwise
+        (16, 8, 1, 1, (2, 2), (0, 0, 0, 0), "NHWC"),  # strided pointwise
+        (3, 8, 1, 3, (2, 2), (1, 1, 1, 1), "NCHW"),  # few channels: gathered channel-major
+        (32, 8, 1, 3, (1, 1), (1, 0, 1, 2), "NCHW"),  # gathered channels-last
+        (8, 8, 8, 3, (2, 2), (1, 1, 1, 1), "NCHW"),  # depthwise
+        (8, 16, 8, 3, (1, 1), (1, 1, 1, 1), "NHWC"),  # depthwise, multiplier 2
+        (12, 6, 3, 3, (1, 1), (0, 0, 0, 0), "NHWC"),  # grouped, unpadded
+    ],
+)
+@pytest.mark.parametrize("xdt", ["uint8", "int8"])
+def test_conv2d_zero_point_zero_takes_integer_data_exactly(
+    c: int, o: int, groups: int, k: int, strides: tuple[int, int], pads: tuple[int, ...], data_layout: str, xdt: str
+) -> None:
+    """With z_x = 0 the integer data goes to the float builders unconverted: every geometry stays exact."""
+    rng = np.random.default_rng(c * o + k + (xdt == "int8"))
+    x = rand_q(rng, (2, c, 7, 6), xdt)
+    w = rand_q(rng, (o, c // groups, k, k), "int8")
+    zw = rng.integers(-3, 4, o)
+    xl = _to_layout(x, "NCHW", data_layout)
+    kernel_layout = "OIHW" if data_layout == "NCHW" else "OHWI"
+    net = Net(x=qtype(xl, 0.1, 0))
+    wq = QuantParams(f32(rng.uniform(0.01, 0.02, o)), zw, kernel_layout.index("O"))
+    acc = net.op(
+        "qnn.conv2d",
+        [net["x"], net.const(_to_layout(w, "OIHW", kernel_layout), wq)],
+        strides=strides,
+        padding=pads,
+        groups=groups,
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+    )
+    got = net.run(acc, x=xl)
+    want = ref_conv_int64(x.astype(np.int64), w.astype(np.int64) - zw.reshape(-1, 1, 1, 1), strides, pads, groups)
+    np.testing.assert_array_equal(got, _to_layout(want, "NCHW", data_layout).astype(np.int32))
+
+
+def test_conv2d_transpose_split_accumulation_exact() -> None:
+    rng = np.random.default_rng(17)
+    c, og = 80, 3
+    x = rng.integers(230, 256, (1, c, 4, 3)).astype(np.uint8)
+    w = big_sum_weights(rng, (c, og, 3, 3))  # IOHW
+    net = Net(x=qtype(x, 0.02, 0))
+    acc = net.op("qnn.conv2d_transpose", [net["x"], net.const(w, QuantParams(0.001, 0))])
+    got = net.run(acc, x=x)
+    want = np.zeros((1, og, 6, 5), dtype=np.int64)
+    for r in range(3):
+        for q in range(3):
+            want[:, :, r : r + 4, q : q + 3] += np.einsum(
+                "nchw,co->nohw", x.astype(np.int64), w[:, :, r, q].astype(np.int64)
+            )
+    assert np.abs(want).max() > 1 << 24
+    np.testing.assert_array_equal(got, want)
+
+
+def test_split_channels_greedy_ranges() -> None:
+    from accel.ops import qnn
+
+    rng = np.random.default_rng(23)
+    limit = 1 << 24
+    for reach in (255, 128, 1):
+        sums = rng.integers(0, 40000, (7, 300)) * (256 // reach)
+        ranges = qnn._split_channels(sums, reach)
+        total = reach * sums.sum(axis=1).max()
+        if ranges is None:
+            assert total >= limit * 2  # needed more than one range, and more than the cap
+            continue
+        assert ranges[0][0] == 0 and ranges[-1][1] == sums.shape[1]
+        for (a, b), nxt in zip(ranges, [*ranges[1:], None], strict=True):
+            assert reach * sums[:, a:b].sum(axis=1).max() < limit
+            if nxt is not None:
+                assert nxt[0] == b
+                assert reach * sums[:, a : b + 1].sum(axis=1).max() >= limit  # as long as it could be
+    # a single channel past the limit, or too many ranges: no float32 split
+    assert qnn._split_channels(np.array([[1 << 20, 1]]), 255) is None
+    many = np.full((2, qnn.MAX_F32_SPLITS + 1), (limit - 1) // 255)
+    assert qnn._split_channels(many, 255) is None
+    assert qnn._split_channels(many[:, :-1], 255) == [(i, i + 1) for i in range(qnn.MAX_F32_SPLITS)]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_add_mul_switch_to_a_pair_table_with_the_same_results(
+    monkeypatch: pytest.MonkeyPatch, dtype: str, op: str
+) -> None:
+    """The first elements go through the definition, later ones through its table: identical results."""
+    from accel import quant
+    from accel.ops import qnn
+
+    monkeypatch.setattr(qnn, "TABLE_AFTER_ELEMENTS", 1000)
+    rng = np.random.default_rng(31 + (op == "mul") + 2 * (dtype == "int8"))
+    lo, hi = RANGE[dtype]
+    a = rand_q(rng, (3, 8, 25), dtype)
+    b = rand_q(rng, (3, 1, 25), dtype)
+    sa, sb = 0.031, 0.017
+    za, zb, zo = (int(v) for v in rng.integers(lo, hi, 3))
+    so = 0.05 if op == "add" else 0.031 * 0.017 * 90
+    net = Net(a=qtype(a, sa, za), b=qtype(b, sb, zb))
+    y = net.op(f"qnn.{op}", [net["a"], net["b"]], out_scale=so, out_zero_point=zo)
+    net.graph.nodes, net.graph.outputs = net.nodes, [y]
+    ex = ReferenceExecutor(net.graph)
+    pair_op = ex._steps[0].fn
+    assert isinstance(pair_op, qnn._PairOp)
+    fn = quant.quantized_add if op == "add" else quant.quantized_mul
+    for run in range(3):
+        a2 = rand_q(rng, a.shape, dtype)
+        got = ex.run({"a": a2, "b": b})[y.name]
+        np.testing.assert_array_equal(got, fn(a2, sa, za, b, sb, zb, so, zo, dtype))
+        assert (pair_op.table is not None) == (run >= 1)  # 600 elements per run
+
+
+def test_requantize_op_float_path_matches_int64_definition() -> None:
+    """The op's float64 path against :meth:`Requantizer.exact` on accumulators with ties and saturation."""
+    from accel import quant
+
+    rng = np.random.default_rng(37)
+    acc = rng.integers(-300000, 300000, (2, 5, 7, 6)).astype(np.int32)
+    acc[0, :, 0, :3] = [[quant.INT32_MIN, quant.INT32_MAX, 0]] * 5
+    s = f32([2.0**-9, 3 * 2.0**-12, 1e-4, 2.0**-5, 3e-4])  # dyadic ratios: exact ties
+    for out_dtype, zo in (("int8", -3), ("uint8", 0), ("uint8", 255), ("int32", 11)):
+        net = Net(a=TensorType(acc.shape, "int32", QuantParams(s, 0, 1)))
+        y = net.op("qnn.requantize", [net["a"]], out_scale=0.25, out_zero_point=zo, out_dtype=out_dtype)
+        got = net.run(y, a=acc)
+        r = quant.Requantizer(s, 0, 0.25, zo, out_dtype, 1)
+        np.testing.assert_array_equal(got, r.exact(acc))
+        if out_dtype != "int32":
+            assert r.float_exact(acc)
+
+
 # -- type rules: refusals with reasons ---------------------------------------------
 
 

@@ -467,3 +467,222 @@ def test_saturate_and_bad_dtype() -> None:
     assert quant.saturate(np.array([-300, 5, 300]), "int8").tolist() == [-128, 5, 127]
     with pytest.raises(QuantizationError):
         quant.dtype_range("float32")
+
+
+# -- the fast paths against the int64 definition -------------------------------------
+#
+# Requantizer's float64 path and the pair tables must give the int64 path's bits on
+# every input they are taken for. The cases below sit where such shortcuts break:
+# exact ties and one unit of p either side of them, products right at the float64
+# bound, saturation in both directions and in both clamps, and every layout of the
+# per-channel multipliers across block boundaries.
+
+
+def ref_requantize_fixed(x: int, m: int, shift: int, z_in: int, z_out: int, lo: int, hi: int) -> int:
+    return clamp(z_out + ref_mbqm(clamp(x - z_in, INT32_MIN, INT32_MAX), m, shift), lo, hi)
+
+
+def check_paths(r: quant.Requantizer, x: np.ndarray, *, scalar: bool = False) -> bool:
+    """``r(x)`` equals the int64 path (and, with ``scalar``, the Python-int reference); whether float64 was taken."""
+    got = r(x)
+    want = r.exact(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    if scalar:
+        lo, hi = RANGES[r.out_dtype.name]
+        axis = None if r.axis is None else r.axis % x.ndim
+        for idx in np.ndindex(x.shape):
+            c = 0 if axis is None else idx[axis]
+            m = int(r.m.reshape(-1)[c % r.m.size])
+            s = int(r.shift.reshape(-1)[c % r.shift.size])
+            z = int(r.z_in.reshape(-1)[c % max(r.z_in.size, 1)]) if r.z_in.size else 0
+            assert int(got[idx]) == ref_requantize_fixed(int(x[idx]), m, s, z, r.z_out, lo, hi), (idx, m, s)
+    return r.float_exact(x)
+
+
+def _inverse_mod_pow2(a: int, n: int) -> int:
+    return pow(a, -1, 1 << n)
+
+
+def _multiplier_for(x: int, residue: int, n: int, at_least: int = 1 << 30) -> int:
+    """An m in [max(2^30, at_least), 2^31) with ``x · m ≡ residue (mod 2^n)`` (``x`` odd, ``n ≤ 30``)."""
+    r = residue * _inverse_mod_pow2(x % (1 << n), n) % (1 << n)
+    m = r + ((at_least - r + (1 << n) - 1) >> n << n)
+    assert max(1 << 30, at_least) <= m < TWO31 and (x * m - residue) % (1 << n) == 0
+    return m
+
+
+@pytest.mark.parametrize("block", [None, 7, 100])
+def test_requantize_float_path_matches_int64_path_random(monkeypatch: pytest.MonkeyPatch, block: int | None) -> None:
+    """Random parameters, dtypes and per-channel layouts, also cut into tiny blocks."""
+    if block is not None:
+        monkeypatch.setattr(quant, "REQUANTIZE_BLOCK", block)
+    rng = np.random.default_rng(RNG_SEED + 20 + (block or 0))
+    shapes = [(5,), (2, 3, 40), (3, 7, 2), (2, 4, 3, 5), (1, 6, 17, 3), (130,)]
+    taken = total = 0
+    for i in range(120):
+        shape = shapes[i % len(shapes)]
+        axis = None if i % 3 == 0 else int(rng.integers(-len(shape), len(shape)))
+        c = 1 if axis is None else shape[axis]
+        out = ("uint8", "int8", "int32")[i % 3 if i % 7 else 2]
+        lo, hi = RANGES[out]
+        s_in = np.float32(10 ** rng.uniform(-9, 2, c if axis is not None else ()))
+        s_out = np.float32(10 ** rng.uniform(-3, 0))
+        z_in = rng.integers(-300, 300, c if axis is not None else ()) * (i % 2)
+        z_out = int(rng.choice([lo, 0, hi, int(rng.integers(max(lo, -1000), min(hi, 1000)))]))
+        xdt = ("int32", "uint8", "int8", "int64", "int16", "uint32")[i % 6]
+        info = np.iinfo(xdt)
+        span = int(min(info.max, 2 ** rng.uniform(3, 34)))
+        x = rng.integers(max(info.min, -span), min(info.max, span), shape, endpoint=True, dtype=np.int64).astype(xdt)
+        try:
+            r = quant.Requantizer(s_in, z_in, s_out, z_out, out, axis)
+        except QuantizationError:
+            continue
+        taken += check_paths(r, x, scalar=i % 10 == 0)
+        total += 1
+    assert total > 100 and taken > total * 0.6
+
+
+def test_requantize_float_path_ties_and_neighbours_at_the_bound() -> None:
+    """x · m one unit of p below, at and above a tie, with |x · m| up to just under 2^52."""
+    f = quant.Requantizer.from_multiplier
+    for n in (1, 2, 11, 20, 29, 30):
+        for x0 in (3, (1 << 21) - 1, 1234567):
+            for delta in (-1, 0, 1):
+                tie = 1 << (n - 1)
+                # m odd-free construction: x0 odd, so any residue is reachable for n <= 30
+                m = _multiplier_for(x0, (tie + delta) % (1 << n), n)
+                for out, z_out in (("int32", 0), ("int32", 7), ("int8", -128), ("int8", 0), ("uint8", 200)):
+                    r = f(m, 31 - n, 0, z_out, out)
+                    x = np.array([x0, -x0, x0 - 1, 1 - x0, 0], dtype=np.int32)
+                    assert abs(x0) * m < 1 << 52
+                    assert check_paths(r, x, scalar=True), (n, x0, delta, out)
+    # exact ties for n > 31: m = 2^a · u, x = 2^b · w (u, w odd), a + b = n − 1: x · m / 2^n = u · w / 2
+    for n in (31, 35, 40, 43, 50, 51):
+        for a, u in ((30, 1), (29, 3), (28, 7)):
+            b, m = n - 1 - a, (1 << a) * u
+            w_top = (((1 << 52) // m - 2) >> b) - 1 | 1  # the largest odd w keeping |x ± 1| · m < 2^52
+            if w_top < 1:
+                continue  # x = 2^b alone is past the bound
+            w = np.array(sorted({1, 3, w_top} & set(range(1, w_top + 1))), dtype=np.int64)
+            x = np.concatenate([w, -w]) << b
+            x = np.concatenate([x, x + 1, x - 1]).astype(np.int32)  # the ties, and m units of p either side
+            assert (np.abs(x).astype(object) * m).max() < 1 << 52
+            r = f(m, 31 - n, 0, 0, "int32")
+            assert check_paths(r, x, scalar=True), (n, a)
+    # n > 53 (shift < −22): |y| < 1/4, every result is z_out
+    for shift in (-23, -30, -31):
+        r = f(TWO31 - 1, shift, 0, 5, "int8")
+        x = np.array([1 << 21, -(1 << 21), 12345, -1, 0], dtype=np.int32)
+        assert check_paths(r, x, scalar=True)
+        assert r(x).tolist() == [5] * 5
+
+
+def test_requantize_float_path_bound_is_needed() -> None:
+    """Past 2^53 the float64 product itself rounds: the float path would be wrong, and is not taken.
+
+    x · m ≡ 2^(n−1) − 1 (mod 2^n) is just below a tie; above 2^53 the product rounds
+    to an even number, here up onto the tie, which then rounds away from zero.
+    """
+    n = 24
+    x0 = 3 * (1 << 21) + 1
+    m = _multiplier_for(x0, (1 << (n - 1)) - 1, n, at_least=-(-(1 << 53) // x0))
+    assert x0 * m >= 1 << 53
+    r = quant.Requantizer.from_multiplier(m, 31 - n, 0, 0, "int32")
+    x = np.array([x0, -x0], dtype=np.int32)
+    assert r._float(x).tolist() != r.exact(x).tolist()  # the shortcut really breaks here
+    assert not check_paths(r, x, scalar=True)  # ... so the dispatcher keeps the int64 path
+    # one below the bound the float path is taken (int32 output: no shortcut for huge inputs)
+    x1 = (1 << 52) // (TWO31 - 1)
+    r1 = quant.Requantizer.from_multiplier(TWO31 - 1, 31 - n, 0, 0, "int32")
+    assert check_paths(r1, np.array([x1, -x1, 5], dtype=np.int32), scalar=True)
+    assert not r1.float_exact(np.array([x1 + 1], dtype=np.int32))
+    # int64 data is always scanned, whatever the output
+    r2 = quant.Requantizer.from_multiplier(TWO31 - 1, 0, 0, 0, "uint8")
+    big = np.array([1 << 40, -(1 << 62), 3], dtype=np.int64)
+    assert not check_paths(r2, big, scalar=True)
+
+
+def test_requantize_float_path_saturation() -> None:
+    """Both clamps (int32, then the output range after z_out), from both sides, with nonzero zero points."""
+    f = quant.Requantizer.from_multiplier
+    x = np.array([1 << 20, -(1 << 20), 3, -3, 1, 0, -1, 1000, -1000], dtype=np.int32)
+    for m, shift in ((TWO31 - 1, 31), (1 << 30, 31), (1 << 30, 12), (TWO31 - 1, 0), (1 << 30, -3)):
+        for out, zs in (
+            ("int32", (0, 5, -5, INT32_MAX, INT32_MIN)),
+            ("uint8", (0, 1, 128, 254, 255)),
+            ("int8", (-128, -1, 0, 1, 127)),
+        ):
+            for z_out in zs:
+                for z_in in (0, 7, -7):
+                    assert check_paths(f(m, shift, z_in, z_out, out), x, scalar=True), (m, shift, out, z_out)
+    # the int32 clamp comes before z_out: 2^51 saturates to INT32_MAX, then − 5
+    r = f(1 << 30, 31, 0, -5, "int32")
+    assert r(np.array([1 << 20, -(1 << 20)], dtype=np.int32)).tolist() == [INT32_MAX - 5, INT32_MIN]
+
+
+def test_requantize_float_path_any_32bit_input_when_saturation_is_certain() -> None:
+    """8-bit outputs with shift >= −12 skip the min/max scan: past 2^52 every element saturates."""
+    f = quant.Requantizer.from_multiplier
+    rng = np.random.default_rng(RNG_SEED + 21)
+    edge = np.array(
+        [INT32_MIN, INT32_MIN + 1, INT32_MAX, -1, 0, 1, 1 << 21, (1 << 21) + 1, -(1 << 21) - 1, (1 << 22) - 3],
+        dtype=np.int64,
+    )
+    x = np.concatenate([edge, rng.integers(INT32_MIN, INT32_MAX, 2998, endpoint=True)]).astype(np.int32)
+    m = np.array([TWO31 - 1, 1 << 30, 1717986918, 1 << 30])
+    for shift in (-12, -5, 0, 20):
+        for z_in in (0, 100, -100):
+            for out, z_out in (("uint8", 0), ("uint8", 131), ("int8", -128), ("int8", 3), ("uint8", 255)):
+                # channels along short rows (multipliers per column) and along long rows (per row)
+                for xs, axis in ((x.reshape(-1, 4, 1), 1), (x.reshape(-1, 4).T.copy(), 0)):
+                    r = f(m, np.full(4, shift), z_in, z_out, out, axis=axis)
+                    assert check_paths(r, xs), (shift, z_in, out, z_out)
+                    if shift == -12:
+                        check_paths(r, xs[:3] if axis == 1 else xs[:, :3], scalar=True)
+    # shift −13: 2^(52−44) = 256 is no margin for an 8-bit clamp, so large data is scanned and refused
+    r = f(np.array([1 << 30]), np.array([-13]), 0, 0, "int8", axis=0)
+    assert not r.float_exact(np.array([1 << 23], dtype=np.int32))
+    assert r.float_exact(np.array([1 << 20], dtype=np.int32))
+    assert not check_paths(r, np.array([INT32_MAX, INT32_MIN, 5], dtype=np.int32), scalar=True)
+
+
+def test_requantize_from_multiplier_refuses_bad_encodings() -> None:
+    for m, shift in ((1 << 30, 32), (-1, 0), (TWO31, 0)):
+        with pytest.raises(QuantizationError, match="shift in"):
+            quant.Requantizer.from_multiplier(m, shift, 0, 0, "int8")
+
+
+# -- pair tables ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("which", ["add", "mul"])
+def test_pair_table_lookup_matches_the_definition(dtype: str, which: str) -> None:
+    rng = np.random.default_rng(RNG_SEED + 22)
+    lo, hi = RANGES[dtype]
+    vec = quant.quantized_add if which == "add" else quant.quantized_mul
+    for _ in range(3):
+        s_a, s_b = (float(np.float32(10 ** rng.uniform(-3, 0))) for _ in range(2))
+        s_o = float(np.float32((s_a + s_b) * rng.uniform(0.2, 2) if which == "add" else s_a * s_b * 100))
+        z_a, z_b, z_o = (int(rng.integers(lo, hi, endpoint=True)) for _ in range(3))
+
+        def fn(a: np.ndarray, b: np.ndarray, p: tuple = (s_a, z_a, s_b, z_b, s_o, z_o)) -> np.ndarray:
+            return vec(a, p[0], p[1], b, p[2], p[3], p[4], p[5], dtype)
+
+        table = quant.pair_table(fn, dtype)
+        assert table.shape == (1 << 16,) and table.dtype == np.dtype(dtype)
+        # every pair, in an order unrelated to the table's, and broadcasting shapes
+        grid = np.arange(256, dtype=np.uint8).view(dtype)
+        a = rng.permutation(np.repeat(grid, 256))
+        b = rng.permutation(np.tile(grid, 256))
+        np.testing.assert_array_equal(quant.lookup_pairs(table, a, b), fn(a, b))
+        for sa, sb in (((3, 1, 5), (1, 4, 5)), ((2, 7), ()), ((), (6,)), ((4, 1), (4, 9)), ((), ())):
+            xa = rng.integers(lo, hi, sa, endpoint=True).astype(dtype)
+            xb = rng.integers(lo, hi, sb, endpoint=True).astype(dtype)
+            got = quant.lookup_pairs(table, xa, xb)
+            want = fn(xa, xb)
+            assert isinstance(got, np.ndarray) and got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(QuantizationError, match="8-bit"):
+        quant.pair_table(lambda a, b: a, "int32")

@@ -1,7 +1,11 @@
 """Quantized arithmetic: the one definition every kernel and backend runtime follows.
 
-Everything here is vectorized numpy over int64 intermediates, and every step is
-specified exactly so that a native (C/C++) runtime can reproduce it bit for bit.
+Every step is specified exactly, in integer arithmetic, so that a native (C/C++)
+runtime can reproduce it bit for bit. The int64 numpy implementations here follow
+the definitions step by step; the faster paths (:class:`Requantizer`'s float64
+path, :func:`pair_table` lookups) are taken only where they provably give the
+same bits, and the tests compare them with the int64 ones.
+
 Notation: ``INT32_MIN = -2^31``, ``INT32_MAX = 2^31 - 1``; ``sat32(v)`` clamps to
 ``[INT32_MIN, INT32_MAX]``; ``[c]`` is 1 if ``c`` holds, else 0.
 
@@ -252,7 +256,6 @@ class Requantizer:
       input of at most 32 bits qualifies. Otherwise the path is taken when the
       data's ``min``/``max`` (or its 8/16-bit dtype) keeps every element within
       the bound.
-      ``y + 1/2`` replaces the sign-dependent half.
     """
 
     def __init__(
@@ -269,6 +272,25 @@ class Requantizer:
         if s_out.size != 1:
             raise QuantizationError("requantize takes one output scale (per-tensor output)")
         m, shift = quantize_multiplier(s_in / s_out.reshape(()))
+        self._setup(m, shift, in_zero_point, out_zero_point, out_dtype, axis)
+
+    @classmethod
+    def from_multiplier(
+        cls, m: Any, shift: Any, in_zero_point: Any, out_zero_point: Any, out_dtype: Any, axis: int | None = None
+    ) -> Requantizer:
+        """``sat(z_out + MBQM(sat32(x − z_in), m, shift))`` for an already encoded multiplier (per channel on ``axis``)."""
+        m64, s64 = np.asarray(m, dtype=np.int64), np.asarray(shift, dtype=np.int64)
+        if np.any((m64 < 0) | (m64 > INT32_MAX)) or np.any((s64 < -31) | (s64 > 31)):
+            raise QuantizationError(
+                "a fixed-point multiplier needs m in [0, 2^31) and shift in [-31, 31] (use quantize_multiplier)"
+            )
+        self = cls.__new__(cls)
+        self._setup(m64, s64, in_zero_point, out_zero_point, out_dtype, axis)
+        return self
+
+    def _setup(
+        self, m: Any, shift: Any, in_zero_point: Any, out_zero_point: Any, out_dtype: Any, axis: int | None
+    ) -> None:
         z_in = np.asarray(in_zero_point, dtype=np.int64)
         if axis is None:
             m, shift = np.asarray(m).reshape(()), np.asarray(shift).reshape(())
@@ -354,10 +376,10 @@ class Requantizer:
                     mb, zb = mq, z_in
                 xb = x2[r0:r1, c0:c1]
                 if zb is None:
-                    np.multiply(xb, mb, out=v)
+                    np.copyto(v, xb)  # then multiply in place: faster than a mixed-type multiply
                 else:
                     np.subtract(xb, zb, out=v)
-                    v *= mb
+                v *= mb
                 if signed:  # v += copysign(0.5, v), with integer ops on the bits (faster than copysign)
                     h64 = h.view(np.int64)
                     np.bitwise_and(v.view(np.int64), _SIGN_BIT, out=h64)
@@ -384,7 +406,9 @@ class Requantizer:
     def _new_layout(self, shape: tuple[int, ...]) -> tuple[int, int, bool, np.ndarray, np.ndarray | None]:
         size = int(np.prod(shape, dtype=np.int64))
         z_any = bool(np.any(self.z_in != 0))
-        if self.axis is None or self._mq.ndim == 0:
+        mq: np.ndarray
+        z: np.ndarray | None
+        if self.axis is None or (self._mq.ndim == 0 and self.z_in.ndim == 0):
             mq = self._mq.reshape(())
             z = self.z_in.astype(np.float64).reshape(()) if z_any else None
             return 1, size, False, mq, z
@@ -393,11 +417,12 @@ class Requantizer:
         outer = int(np.prod(shape[:axis], dtype=np.int64))
         inner = int(np.prod(shape[axis + 1 :], dtype=np.int64))
         zc = np.broadcast_to(self.z_in, (c,)).astype(np.float64) if z_any else None
+        mqc = np.broadcast_to(self._mq, (c,))
         if inner >= _MIN_ROW:
-            mq = np.tile(self._mq, outer).reshape(-1, 1)
+            mq = np.tile(mqc, outer).reshape(-1, 1)
             z = None if zc is None else np.tile(zc, outer).reshape(-1, 1)
             return outer * c, inner, True, mq, z
-        mq = np.repeat(self._mq, inner).reshape(1, -1)
+        mq = np.repeat(mqc, inner).reshape(1, -1)
         z = None if zc is None else np.repeat(zc, inner).reshape(1, -1)
         return outer, c * inner, False, mq, z
 
@@ -460,7 +485,7 @@ def lookup_pairs(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         idx |= b8
     else:
         idx = np.bitwise_or(idx, b8, dtype=np.uint16)
-    return table.take(idx)
+    return np.asarray(table.take(idx))  # an array also for 0-d inputs (take gives a scalar)
 
 
 def quantize(x: Any, scale: Any, zero_point: Any, dtype: Any, axis: int | None = None) -> np.ndarray:

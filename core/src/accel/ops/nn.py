@@ -363,6 +363,155 @@ def _gather(view: np.ndarray) -> np.ndarray:
     return cols
 
 
+def _window(flat: np.ndarray, start: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> np.ndarray:
+    """A view of the contiguous ``flat`` from element ``start``, with ``steps`` in elements (views may overlap).
+
+    Unlike ``as_strided`` (~5 us a call, which adds up inside per-tap loops)
+    the ndarray constructor costs ~1 us, and it refuses a view reaching past the buffer.
+    """
+    item = flat.itemsize
+    return np.ndarray(shape, flat.dtype, buffer=flat, offset=start * item, strides=tuple(s * item for s in steps))
+
+
+def _phase_taps(k: int, d: int, s: int) -> list[tuple[int, list[int], int, int]]:
+    """Kernel taps along one axis grouped by stride phase.
+
+    Tap ``r`` reads padded position ``i * s + r * d`` for output ``i``, i.e. entry
+    ``i + (r * d) // s`` of phase ``(r * d) % s``. Returns, per phase used,
+    ``(phase, taps, first offset, offset step)``: within a phase the offsets are
+    an arithmetic progression, so its taps make one strided view.
+    """
+    by_phase: dict[int, list[int]] = {}
+    for r in range(k):
+        by_phase.setdefault((r * d) % s, []).append(r)
+    groups = []
+    for a, taps in sorted(by_phase.items()):
+        offs = [(r * d) // s for r in taps]
+        groups.append((a, taps, offs[0], offs[1] - offs[0] if len(offs) > 1 else 1))
+    return groups
+
+
+#: Phase width up to which the phases are padded whole before the input is copied in: on
+#: small maps one long fill beats four fills of short border rows (measured up to 28x28).
+PHASE_FILL_MAX_WIDTH = 32
+
+
+class _PhaseGrid:
+    """An NCHW window operation (depthwise convolution, max pooling) on long contiguous runs.
+
+    The padded input is split into its ``sh x sw`` stride phases, each stored
+    flat over (N, C, hq, wq): a kernel tap is then the flat phase shifted by the
+    tap's offset, and the output is computed on the ``hq x wq`` phase grid (the
+    rows and columns past OH x OW are garbage, cropped at the end). A tap over a
+    block of channels is one run spanning the whole block: numpy's per-row
+    overhead, which dominates OW-long rows on small maps, stays out, and so do
+    strided reads past the one split into phases. Taps are ordered phase by
+    phase (``order``).
+    """
+
+    def __init__(self, g: ConvGeometry | PoolGeometry, dtype: np.dtype):
+        self.g, self.dtype = g, dtype
+        self.rows, self.cols = _phase_taps(g.kh, g.dh, g.sh), _phase_taps(g.kw, g.dw, g.sw)
+        self.hq = g.oh + max(off + step * (len(t) - 1) for _, t, off, step in self.rows)
+        self.wq = g.ow + max(off + step * (len(t) - 1) for _, t, off, step in self.cols)
+        self.plane = self.hq * self.wq
+        self.order = [r * g.kw + q for _, rt, _, _ in self.rows for _, qt, _, _ in self.cols for r in rt for q in qt]
+
+    def phases(self, x: np.ndarray, fill: Any = 0) -> np.ndarray:
+        """[sh, sw, (N*C + 1) * plane]: phase (a, b) holds padded rows a, a+sh, ... and columns b, b+sw, ...
+
+        One strided copy per phase straight from ``x``, padded with ``fill``. A
+        tap's run may start up to a plane past its channel's, so a padding plane
+        closes the buffer.
+        """
+        g, hq, wq, plane = self.g, self.hq, self.wq, self.plane
+        nc = g.n * g.c
+        flat = scratch("pad", (g.sh, g.sw, (nc + 1) * plane), self.dtype)
+        small = wq <= PHASE_FILL_MAX_WIDTH
+        flat[:, :, 0 if small else nc * plane :] = fill
+        for a, *_ in self.rows:  # only the phases some tap reads
+            # phase row i is padded row i*sh + a, i.e. input row i*sh + a - pt
+            i0 = min(hq, max(0, -(-(g.pt - a) // g.sh)))
+            i1 = max(i0, min(hq, -(-(g.pt + g.h - a) // g.sh)))
+            for b, *_ in self.cols:
+                j0 = min(wq, max(0, -(-(g.pl - b) // g.sw)))
+                j1 = max(j0, min(wq, -(-(g.pl + g.w - b) // g.sw)))
+                p = flat[a, b, : nc * plane].reshape(g.n, g.c, hq, wq)
+                if not small:  # pad the border only
+                    p[:, :, :i0] = fill
+                    p[:, :, i1:] = fill
+                    p[:, :, i0:i1, :j0] = fill
+                    p[:, :, i0:i1, j1:] = fill
+                if i1 > i0 and j1 > j0:
+                    r0, c0 = i0 * g.sh + a - g.pt, j0 * g.sw + b - g.pl
+                    rows = slice(r0, r0 + (i1 - i0 - 1) * g.sh + 1, g.sh)
+                    cols = slice(c0, c0 + (j1 - j0 - 1) * g.sw + 1, g.sw)
+                    np.copyto(p[:, :, i0:i1, j0:j1], x[:, :, rows, cols], casting="unsafe")
+        return flat
+
+    def gather(self, ph: np.ndarray, i: int, c0: int, c1: int) -> np.ndarray:
+        """Columns [T, (c1 - c0) * plane] (scratch) of batch item ``i``, channels [c0, c1)."""
+        wq, run = self.wq, (c1 - c0) * self.plane
+        cols = scratch("cols", (len(self.order), run), self.dtype)
+        t0 = 0
+        for a, rt, roff, rstep in self.rows:
+            for b, qt, qoff, qstep in self.cols:
+                nt = len(rt) * len(qt)
+                start = (i * self.g.c + c0) * self.plane + roff * wq + qoff
+                view = _window(ph[a, b], start, (len(rt), len(qt), run), (rstep * wq, qstep, 1))
+                np.copyto(cols[t0 : t0 + nt].reshape(len(rt), len(qt), run), view)
+                t0 += nt
+        return cols
+
+    def taps(self) -> Iterator[tuple[int, int, int]]:
+        """(phase a, phase b, flat offset) of each tap, in ``order``."""
+        for a, rt, roff, rstep in self.rows:
+            for b, qt, qoff, qstep in self.cols:
+                for i in range(len(rt)):
+                    for j in range(len(qt)):
+                        yield a, b, (roff + i * rstep) * self.wq + qoff + j * qstep
+
+    def crop(self, grid: np.ndarray) -> np.ndarray:
+        """The output [N, O, OH, OW] (a fresh array) from the grid [N, O, ...plane]."""
+        g = self.g
+        return grid.reshape(g.n, -1, self.hq, self.wq)[:, :, : g.oh, : g.ow].copy()
+
+
+#: Bytes of tap columns an NCHW depthwise convolution gathers per matmul: few, large
+#: blocks (measured best at 2-8 MiB on MobileNetV2 layers: per-call overhead dominates below).
+DEPTHWISE_COLS_BYTES = 1 << 22
+
+
+def _conv_depthwise_nchw(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
+    """(pack, run) for NCHW depthwise convolution (one input channel per group, ``mult`` outputs each).
+
+    Per block of channels, the tap columns of :class:`_PhaseGrid` and one
+    batched matmul ``W[C, mult, T] @ cols[C, T, hq*wq]``. On the 7x7 and 14x14
+    maps this is ~1.5x faster than a multiply and an add per tap (which the
+    NHWC kernel does), whose short rows leave numpy's loops dominated by
+    per-row overhead; on large maps the two are even.
+    """
+    pg = _PhaseGrid(g, dtype)
+    c, mult, ntaps, plane = g.c, g.o // g.c, len(pg.order), pg.plane
+    cb = max(1, min(c, DEPTHWISE_COLS_BYTES // (ntaps * plane * dtype.itemsize)))
+
+    def pack(weight: np.ndarray) -> np.ndarray:
+        w = _oihw(weight, g.kernel_layout, dtype).reshape(c, mult, g.kh * g.kw)
+        return np.ascontiguousarray(w[:, :, pg.order])  # [C, mult, T]
+
+    def run(x: np.ndarray, wp: np.ndarray) -> np.ndarray:
+        ph = pg.phases(x)
+        grid = scratch("acc", (g.n, c, mult, plane), dtype)
+        for i in range(g.n):
+            for c0 in range(0, c, cb):
+                c1 = min(c, c0 + cb)
+                cols = pg.gather(ph, i, c0, c1).reshape(ntaps, c1 - c0, plane).transpose(1, 0, 2)
+                np.matmul(wp[c0:c1], cols, out=grid[i, c0:c1])
+        return pg.crop(grid)
+
+    return pack, run
+
+
 def _conv_im2col(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
     """(pack, run) for the im2col + matmul convolution, one matmul per group.
 
@@ -441,17 +590,17 @@ def _conv_im2col(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
     return pack, run_nhwc
 
 
-#: Bytes of output a depthwise convolution accumulates at a time: small enough that the
+#: Bytes of output an NHWC depthwise convolution accumulates at a time: small enough that the
 #: running sum stays in L2 cache across its kernel taps.
 DEPTHWISE_BLOCK_BYTES = 1 << 20
 
 
-def _conv_depthwise(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
-    """(pack, run) for depthwise convolution (one input channel per group, ``mult`` outputs each).
+def _conv_depthwise_nhwc(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
+    """(pack, run) for NHWC depthwise convolution (one input channel per group, ``mult`` outputs each).
 
-    A loop over the kernel taps, each a shifted view times per-channel weights.
-    So that every tap is one long contiguous run (not OW-long rows, which leave
-    numpy dominated by loop overhead), the padded input is split into its
+    A loop over the kernel taps, each a shifted view times per-channel weights,
+    whose rows of C * mult values are long enough for numpy's loops. So that
+    every tap is one contiguous run, the padded input is split into its
     ``sh x sw`` stride phases and flattened: a tap is then a flat offset into one
     phase, and the output is computed on a grid ``Wq >= OW`` wide, cropped at the end.
     """
@@ -465,205 +614,38 @@ def _conv_depthwise(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
 
     def pack(weight: np.ndarray) -> np.ndarray:
         w = _oihw(weight, g.kernel_layout, dtype).reshape(c, mult, g.kh, g.kw)
-        w = w.transpose(2, 3, 0, 1).reshape(g.kh * g.kw, c, mult)
-        # NCHW: taps[t] [C, mult, 1] against [N, C, 1, span]; NHWC: [C, mult] against [N, span, C, 1]
-        return np.ascontiguousarray(w[..., None] if g.nchw else w)
+        # taps[t] [C, mult] against [N, span, C, 1]
+        return np.ascontiguousarray(w.transpose(2, 3, 0, 1).reshape(g.kh * g.kw, c, mult))
 
     def phases(x: np.ndarray) -> np.ndarray:
-        """[sh, sw, N, C, hq*wq] (NCHW) or [sh, sw, N, hq*wq, C] (NHWC): the padded input by stride phase."""
+        """[sh, sw, N, hq*wq, C]: the padded input by stride phase."""
         ht, wt = hq * g.sh, wq * g.sw
         r0, r1 = min(g.pt, ht), min(g.pt + g.h, ht)
         c0, c1 = min(g.pl, wt), min(g.pl + g.w, wt)
-        pads = (r0, c0, ht - r1, wt - c1)
-        if g.nchw:
-            xp = _pad_spatial(x[:, :, : r1 - r0, : c1 - c0], True, pads, dtype)
-            xp = xp.reshape(g.n, c, hq, g.sh, wq, g.sw).transpose(3, 5, 0, 1, 2, 4)
-        else:
-            xp = _pad_spatial(x[:, : r1 - r0, : c1 - c0], False, pads, dtype)
-            xp = xp.reshape(g.n, hq, g.sh, wq, g.sw, c).transpose(2, 4, 0, 1, 3, 5)
+        xp = _pad_spatial(x[:, : r1 - r0, : c1 - c0], False, (r0, c0, ht - r1, wt - c1), dtype)
+        xp = xp.reshape(g.n, hq, g.sh, wq, g.sw, c).transpose(2, 4, 0, 1, 3, 5)
         if not xp.flags.c_contiguous:  # strided: de-interleave the phases
             xp = _gather(xp)
-        return xp.reshape(g.sh, g.sw, g.n, *((c, hq * wq) if g.nchw else (hq * wq, c)))
+        return xp.reshape(g.sh, g.sw, g.n, hq * wq, c)
 
-    # blocks along axis 1 of the output: channels (NCHW) or grid positions (NHWC)
-    per_item = (span if g.nchw else c) * mult * g.n * dtype.itemsize
-    total = c if g.nchw else span
-    block = max(1, min(total, DEPTHWISE_BLOCK_BYTES // max(per_item, 1)))
+    # blocks of grid positions
+    block = max(1, min(span, DEPTHWISE_BLOCK_BYTES // max(c * mult * g.n * dtype.itemsize, 1)))
 
     def run(x: np.ndarray, taps: np.ndarray) -> np.ndarray:
         ph = phases(x)
-        out = scratch("acc", (g.n, c, mult, span) if g.nchw else (g.n, span, c, mult), dtype)
-        tmp = scratch("tmp", (g.n, block, *out.shape[2:]), dtype)
-        for b0 in range(0, total, block):
-            b1 = min(total, b0 + block)
+        out = scratch("acc", (g.n, span, c, mult), dtype)
+        tmp = scratch("tmp", (g.n, block, c, mult), dtype)
+        for b0 in range(0, span, block):
+            b1 = min(span, b0 + block)
             acc, part = out[:, b0:b1], tmp[:, : b1 - b0]
             for t, (a, b, off) in enumerate(taps_at):
-                if g.nchw:
-                    src, wt = ph[a, b, :, b0:b1, None, off : off + span], taps[t, b0:b1]
-                else:
-                    src, wt = ph[a, b, :, off + b0 : off + b1, :, None], taps[t]
+                src = ph[a, b, :, off + b0 : off + b1, :, None]
                 if t == 0:
-                    np.multiply(src, wt, out=acc)
+                    np.multiply(src, taps[t], out=acc)
                 else:
-                    np.multiply(src, wt, out=part)
+                    np.multiply(src, taps[t], out=part)
                     acc += part
-        if g.nchw:
-            res = out.reshape(g.n, g.o, g.oh, wq)[:, :, :, : g.ow]
-        else:
-            res = out.reshape(g.n, g.oh, wq, g.o)[:, :, : g.ow]
-        return res.copy()  # out of scratch memory
-
-    return pack, run
-
-
-#: Bytes of im2col columns a depthwise NCHW convolution gathers at a time, so that
-#: the columns are still in L2 cache when the matmul reads them back.
-DEPTHWISE_COLS_BYTES = 1 << 19
-
-#: Output elements per channel (``OH x`` phase width) from which NCHW depthwise runs tap by tap
-#: on ufuncs instead of gathering columns for a matmul (measured crossover on MobileNetV2 layers).
-DEPTHWISE_TAPS_MIN_RUN = 2048
-USE_NEW_DW = True
-
-
-def _window(flat: np.ndarray, start: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> np.ndarray:
-    """A view of the contiguous 1-D ``flat`` from element ``start`` with element ``steps`` (may overlap).
-
-    Unlike ``as_strided`` (~5 us a call, too slow inside tap loops) the ndarray
-    constructor costs ~1 us and refuses a view reaching past the buffer.
-    """
-    item = flat.itemsize
-    return np.ndarray(shape, flat.dtype, buffer=flat, offset=start * item, strides=tuple(s * item for s in steps))
-
-
-def _phase_taps(k: int, d: int, s: int) -> list[tuple[int, list[int], int, int]]:
-    """Kernel taps along one axis grouped by stride phase.
-
-    Tap ``r`` reads padded position ``i * s + r * d`` for output ``i``, i.e. row
-    ``i + (r * d) // s`` of phase ``(r * d) % s``. Returns, per phase used,
-    ``(phase, taps, first offset, offset step)``; within a phase the offsets
-    form an arithmetic progression, so the taps are one strided view.
-    """
-    by_phase: dict[int, list[int]] = {}
-    for r in range(k):
-        by_phase.setdefault((r * d) % s, []).append(r)
-    groups = []
-    for a, taps in sorted(by_phase.items()):
-        offs = [(r * d) // s for r in taps]
-        step = offs[1] - offs[0] if len(offs) > 1 else 1
-        assert offs == list(range(offs[0], offs[0] + step * len(offs), step))
-        groups.append((a, taps, offs[0], step))
-    return groups
-
-
-def _conv_depthwise_nchw(g: ConvGeometry, dtype: np.dtype) -> tuple[Packer, Runner]:
-    """(pack, run) for NCHW depthwise convolution (one input channel per group, ``mult`` outputs each).
-
-    The padded input is split into its ``sh x sw`` stride phases, each stored
-    flat over (N, C, hq, wq), so that a kernel tap is a contiguous run of one
-    phase shifted by the tap's offset; the output is computed on the phase grid
-    (``wq >= OW`` columns, the extra ones cropped at the end). Two schedules:
-
-    - long rows (``OH * wq >= DEPTHWISE_TAPS_MIN_RUN``): per block of channels,
-      a multiply and an add per tap of whole channel runs, the running sum
-      staying in L2 cache;
-    - short rows: per block of channels, the taps are gathered into columns
-      ``[T, C * hq * wq]`` (one long copy per phase: runs span channels) and a
-      batched matmul ``W[C, mult, T] @ cols`` sums them. Ufuncs over short
-      rows are dominated by per-row overhead; copy + BLAS is not.
-    """
-    n, c, mult = g.n, g.c, g.o // g.c
-    rows_g, cols_g = _phase_taps(g.kh, g.dh, g.sh), _phase_taps(g.kw, g.dw, g.sw)
-    hq = g.oh + max(off + step * (len(t) - 1) for _, t, off, step in rows_g)
-    wq = g.ow + max(off + step * (len(t) - 1) for _, t, off, step in cols_g)
-    plane = hq * wq
-    span = g.oh * wq  # the grid rows holding outputs
-    # taps phase by phase, each phase's taps row-major: (phase a, phase b, flat offset, tap index)
-    taps = [
-        (a, b, (roff + i * rstep) * wq + qoff + j * qstep, r * g.kw + q)
-        for a, rt, roff, rstep in rows_g
-        for b, qt, qoff, qstep in cols_g
-        for i, r in enumerate(rt)
-        for j, q in enumerate(qt)
-    ]
-    order = [t[3] for t in taps]
-    ntaps = len(taps)
-    long_rows = span >= DEPTHWISE_TAPS_MIN_RUN
-    if long_rows:
-        cb = max(1, min(c, DEPTHWISE_BLOCK_BYTES // (n * mult * span * dtype.itemsize)))
-    else:
-        cb = max(1, min(c, DEPTHWISE_COLS_BYTES // (ntaps * plane * dtype.itemsize)))
-
-    def pack(weight: np.ndarray) -> np.ndarray:
-        w = _oihw(weight, g.kernel_layout, dtype).reshape(c, mult, g.kh * g.kw)[:, :, order]
-        # long rows: per tap [C, mult, 1] against runs [N, C, 1, span]; short rows: [C, mult, T] @ cols
-        return np.ascontiguousarray(w.transpose(2, 0, 1)[..., None] if long_rows else w)
-
-    def phases(x: np.ndarray) -> np.ndarray:
-        """[sh, sw, N*C*hq*wq + plane]: phase (a, b) holds padded rows a, a+sh, ... and columns b, b+sw, ...
-
-        One strided copy per phase straight from ``x``; the trailing ``plane``
-        zeros give the last channel's shifted runs room (offsets are < plane).
-        """
-        flat = scratch("pad", (g.sh, g.sw, (n * c + 1) * plane), dtype)
-        flat[:, :, n * c * plane :] = 0
-        for a in range(g.sh):
-            # phase row i holds padded row i*sh + a, i.e. input row i*sh + a - pt
-            i0 = min(hq, max(0, -(-(g.pt - a) // g.sh)))
-            i1 = max(i0, min(hq, -(-(g.pt + g.h - a) // g.sh)))
-            for b in range(g.sw):
-                j0 = min(wq, max(0, -(-(g.pl - b) // g.sw)))
-                j1 = max(j0, min(wq, -(-(g.pl + g.w - b) // g.sw)))
-                p = flat[a, b, : n * c * plane].reshape(n, c, hq, wq)
-                p[:, :, :i0] = 0
-                p[:, :, i1:] = 0
-                p[:, :, i0:i1, :j0] = 0
-                p[:, :, i0:i1, j1:] = 0
-                if i1 > i0 and j1 > j0:
-                    r0, c0 = i0 * g.sh + a - g.pt, j0 * g.sw + b - g.pl
-                    src = x[:, :, r0 : r0 + (i1 - i0 - 1) * g.sh + 1 : g.sh, c0 : c0 + (j1 - j0 - 1) * g.sw + 1 : g.sw]
-                    np.copyto(p[:, :, i0:i1, j0:j1], src, casting="unsafe")
-        return flat
-
-    def taps_block(ph: np.ndarray, wt: np.ndarray, grid: np.ndarray, c0: int, c1: int) -> None:
-        """Channels [c0, c1) of ``grid`` [N, C, mult, span], tap by tap."""
-        acc = grid[:, c0:c1]
-        part = scratch("tmp", acc.shape, dtype)
-        for t, (a, b, off, _) in enumerate(taps):
-            src = ph[a, b, off : off + n * c * plane].reshape(n, c, 1, plane)[:, c0:c1, :, :span]
-            if t == 0:
-                np.multiply(src, wt[t, c0:c1], out=acc)
-            else:
-                np.multiply(src, wt[t, c0:c1], out=part)
-                acc += part
-
-    def cols_block(ph: np.ndarray, wp: np.ndarray, grid: np.ndarray, i: int, c0: int, c1: int) -> None:
-        """Channels [c0, c1) of batch item ``i``: gather the taps into columns, then one matmul."""
-        nc = c1 - c0
-        cols = scratch("cols", (ntaps, nc * plane), dtype)
-        t0 = 0
-        for a, rt, roff, rstep in rows_g:
-            for b, qt, qoff, qstep in cols_g:
-                nr, nq = len(rt), len(qt)
-                start = (i * c + c0) * plane + roff * wq + qoff
-                view = _window(ph[a, b], start, (nr, nq, nc * plane), (rstep * wq, qstep, 1))
-                np.copyto(cols[t0 : t0 + nr * nq].reshape(nr, nq, nc * plane), view)
-                t0 += nr * nq
-        per_channel = cols.reshape(ntaps, nc, plane).transpose(1, 0, 2)  # [nc, T, plane]
-        np.matmul(wp[c0:c1], per_channel, out=grid[i, c0:c1])
-
-    def run(x: np.ndarray, wp: np.ndarray) -> np.ndarray:
-        ph = phases(x)
-        grid = scratch("acc", (n, c, mult, span if long_rows else plane), dtype)
-        for c0 in range(0, c, cb):
-            c1 = min(c, c0 + cb)
-            if long_rows:
-                taps_block(ph, wp, grid, c0, c1)
-            else:
-                for i in range(n):
-                    cols_block(ph, wp, grid, i, c0, c1)
-        res = grid.reshape(n, g.o, -1, wq)[:, :, : g.oh, : g.ow]
-        return np.ascontiguousarray(res)  # out of scratch memory
+        return out.reshape(g.n, g.oh, wq, g.o)[:, :, : g.ow].copy()  # out of scratch memory
 
     return pack, run
 
@@ -702,7 +684,7 @@ def build_conv2d(
     g = conv2d_geometry(attrs, data_shape, weight_shape)
     dtype = np.dtype(dtype)
     if g.groups > 1 and g.i == 1 and g.groups == g.c:
-        pack, run = (_conv_depthwise_nchw if g.nchw and USE_NEW_DW else _conv_depthwise)(g, dtype)
+        pack, run = (_conv_depthwise_nchw if g.nchw else _conv_depthwise_nhwc)(g, dtype)
     else:
         pack, run = _conv_im2col(g, dtype)
     return _with_weight(pack, run, weight)
@@ -1185,6 +1167,21 @@ def max_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
     """2-D max pooling; padding never wins (−inf, or the dtype's minimum for integers)."""
     g = pool2d_geometry(ctx.attrs, data.shape)
     dtype = ctx.out_types[0].np_dtype
+    if g.nchw:
+        # on stride phases each tap is one run over all channels (see _PhaseGrid), not strided
+        # OW-long rows: ~1.6x faster on ResNet's 3x3/2 pool of 64x112x112
+        pg = _PhaseGrid(g, dtype)
+        ph = pg.phases(data, _lowest(dtype))
+        size = g.n * g.c * pg.plane
+        runs = [ph[a, b, off : off + size] for a, b, off in pg.taps()]
+        acc = scratch("acc", (size,), dtype)
+        if len(runs) == 1:
+            np.copyto(acc, runs[0])
+        else:
+            np.maximum(runs[0], runs[1], out=acc)
+        for run in runs[2:]:
+            np.maximum(acc, run, out=acc)
+        return pg.crop(acc)
     xp = _pad_spatial(data, g.nchw, (g.pt, g.pl, g.pb + g.eb, g.pr + g.er), dtype, _lowest(dtype))
     taps = _window_taps(g, xp)
     out = np.array(next(taps), dtype=dtype, order="C")

@@ -6,7 +6,10 @@ attributes only state the *output* parameters. All fixed-point arithmetic is
 convolutions and dense reuse the float builders of :mod:`accel.ops.nn` on
 zero-point-subtracted values: every product and partial sum is an integer, exact
 in float64 below 2^53 and in float32 below 2^24 (float32 is used when a bound
-on the sums proves it exact), so the float result is the integer accumulator.
+on the sums proves it exact, if need be over a few slices of the input channels
+summed in int32), so the float result is the integer accumulator. Requantizing
+runs :class:`accel.quant.Requantizer`; 8-bit add/mul switch to a table of their
+definition over all 2^16 input pairs once a node has seen enough elements.
 """
 
 from __future__ import annotations
@@ -193,7 +196,7 @@ def qnn_requantize(ctx: OpContext, x: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------
-# convolutions and dense: exact integer accumulation through the float64 builders
+# convolutions and dense: exact integer accumulation through the float builders
 
 
 def _centred(w: np.ndarray, wq: QuantParams, dtype: Any = np.float64) -> np.ndarray:
@@ -517,7 +520,7 @@ class _PairOp:
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if self.table is None:
-            self.seen += max(a.size, b.size)
+            self.seen += np.broadcast(a, b).size
             if self.seen < TABLE_AFTER_ELEMENTS:
                 return self.fn(a, b)
             self.table = quant.pair_table(self.fn, self.dtype)
@@ -573,24 +576,32 @@ def _concatenate_rule(attrs: Mapping[str, Any], *xs: TensorType) -> TensorType:
     return TensorType(tuple(shape), first.dtype, out)
 
 
+def _prepare_concatenate(ctx: OpContext) -> Callable[..., np.ndarray]:
+    """Each input requantized to the output parameters (passed through when already equal), then concatenated."""
+    out = ctx.out_types[0]
+    oq = out.quant
+    assert oq is not None
+    axis = normalize_axis(ctx.attrs["axis"], out.rank)
+    steps: list[Callable[[np.ndarray], np.ndarray] | None] = []
+    for t in ctx.in_types:
+        q = t.quant
+        assert q is not None
+        steps.append(None if q == oq else quant.Requantizer(q.scale, q.zero_point, oq.scale, oq.zero_point, out.dtype))
+
+    def run(*xs: np.ndarray) -> np.ndarray:
+        parts = [x if step is None else step(x) for x, step in zip(xs, steps, strict=True)]
+        return np.concatenate(parts, axis=axis).astype(out.dtype, copy=False)
+
+    return run
+
+
 @register_op(
     "qnn.concatenate",
     infer=_concatenate_rule,
     attrs={"axis": 0, **_OUT_ATTRS},
     num_inputs=(1, None),
+    prepare=_prepare_concatenate,
 )
 def qnn_concatenate(ctx: OpContext, *xs: np.ndarray) -> np.ndarray:
     """Each input requantized to the output parameters (copied when already equal), then concatenated."""
-    out = ctx.out_types[0]
-    oq = out.quant
-    assert oq is not None
-    axis = normalize_axis(ctx.attrs["axis"], out.rank)
-    parts = []
-    for x, t in zip(xs, ctx.in_types, strict=True):
-        q = t.quant
-        assert q is not None
-        if q == oq:
-            parts.append(x)
-        else:
-            parts.append(quant.requantize(x, q.scale, q.zero_point, oq.scale, oq.zero_point, out.dtype))
-    return np.concatenate(parts, axis=axis).astype(out.dtype, copy=False)
+    return _prepare_concatenate(ctx)(*xs)
