@@ -16,6 +16,7 @@ from typing import Annotated, Any, Optional
 import numpy as np
 import typer
 from rich.console import Console
+from rich.progress import track
 from rich.table import Table
 
 import accel
@@ -144,7 +145,7 @@ def run(
     executor = ReferenceExecutor(graph)
     inputs = _parse_inputs(input or []) if input else random_inputs(graph, seed)
     times = []
-    for _ in range(repeat):
+    for _ in track(range(repeat), description="running", console=err, transient=True, disable=repeat < 5):
         t0 = time.perf_counter()
         results = executor.run(inputs)
         times.append(time.perf_counter() - t0)
@@ -174,7 +175,7 @@ def _run_default(repeat: int) -> None:
     out_name = graph.outputs[0].name
     times = []
     preds = np.empty(len(images), dtype=np.int64)
-    for _ in range(repeat):
+    for _ in track(range(repeat), description="scoring", console=err, transient=True, disable=repeat < 2):
         t0 = time.perf_counter()
         for i in range(len(images)):
             preds[i] = int(np.argmax(executor.run({in_name: images[i : i + 1]})[out_name]))
