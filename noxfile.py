@@ -25,10 +25,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff (lint and format check)."""
-    session.install("ruff")
+    """ruff (lint and format check) and mypy on the installed core."""
+    session.install("ruff", "mypy", "./core")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("mypy", "core/src/accel")
 
 
 @nox.session(python=PYTHON)

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from ort_helpers import ort_outputs
 
 import accel
 from accel.errors import ExternalDataError, ModelError, UnsupportedOpError
@@ -45,13 +45,6 @@ def make_model(
     return model
 
 
-def ort_outputs(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feed)
-
-
 def check(
     model: onnx.ModelProto,
     feed: dict[str, np.ndarray],
@@ -65,7 +58,7 @@ def check(
     graph = accel.import_onnx(model, optimize=optimize)
     graph.lint()
     got = accel.execute(graph, feed)
-    want = ort_outputs(model, feed)
+    want = ort_outputs(model, feed, optimize=False)
     assert list(got) == [o.name for o in model.graph.output]
     for (name, a), b in zip(got.items(), want, strict=False):
         assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, a.shape, b.dtype, b.shape)

@@ -31,6 +31,7 @@ from functools import cache
 
 import numpy as np
 import onnx
+import ort_helpers
 import pytest
 from onnx import helper, numpy_helper
 
@@ -121,9 +122,7 @@ def test_qdq_matches_onnxruntime(name: str) -> None:
     assert np.unique(np.rint(expected / scale)).size > 20  # many output levels in use, not a saturated few
 
     # ORT against itself: the same QDQ model run unfused (DQ -> float op -> Q).
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    unfused = ort.InferenceSession(qmodel.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    unfused = ort_helpers.ort_session(qmodel, optimize=False)
     self_within = float((steps_apart(unfused.run([modelgen.OUTPUT_NAME], feed)[0], expected, scale) <= 1).mean())
     assert within >= self_within - 0.005, f"{name}: accel {within:.2%} within ±1 of ORT, ORT unfused {self_within:.2%}"
 

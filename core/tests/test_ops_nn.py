@@ -7,16 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import ort_helpers  # skips this module where onnxruntime is missing
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-from onnx import helper  # noqa: E402
-
-from accel.errors import TypeInferenceError  # noqa: E402
-from accel.ir import Graph, QuantParams, TensorType, Value  # noqa: E402
-from accel.ops import nn  # noqa: E402
-from accel.ops.registry import OpContext, get_op, infer_node_types  # noqa: E402
+from accel.errors import TypeInferenceError
+from accel.ir import Graph, QuantParams, TensorType, Value
+from accel.ops import nn
+from accel.ops.registry import OpContext, get_op, infer_node_types
 
 OPSET = 19
 RTOL = 1e-5
@@ -27,17 +24,8 @@ RTOL = 1e-5
 
 
 def ort_run(op_type: str, inputs: Sequence[np.ndarray], **attrs: Any) -> np.ndarray:
-    """Run one ONNX node on ONNX Runtime; inputs become graph inputs i0, i1, ..."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    value_infos = [
-        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-        for n, a in zip(names, inputs, strict=True)
-    ]
-    out = helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(inputs[0].dtype), None)
-    graph = helper.make_graph([helper.make_node(op_type, names, ["y"], **attrs)], "single", value_infos, [out])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, dict(zip(names, inputs, strict=True)))[0]
+    """Run one ONNX node at ``OPSET`` on ONNX Runtime; its single output."""
+    return ort_helpers.ort_run(op_type, inputs, attrs, opset=OPSET)[0]
 
 
 def run_op(
@@ -617,21 +605,7 @@ def test_pad_matches_onnxruntime(rng, mode):
     x = rand(rng, 2, 3, 5, 4)
     pairs = ((0, 1), (1, 0), (2, 3), (1, 2))
     onnx_pads = np.array([b for b, _ in pairs] + [a for _, a in pairs], dtype=np.int64)
-    names = ["x", "pads", "value"]
-    inputs = [
-        helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape),
-        helper.make_tensor_value_info("pads", onnx.TensorProto.INT64, onnx_pads.shape),
-        helper.make_tensor_value_info("value", onnx.TensorProto.FLOAT, ()),
-    ]
-    graph = helper.make_graph(
-        [helper.make_node("Pad", names, ["y"], mode=mode)],
-        "pad",
-        inputs,
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, {"x": x, "pads": onnx_pads, "value": np.array(1.5, np.float32)})[0]
+    want = ort_run("Pad", [x, onnx_pads, np.array(1.5, np.float32)], mode=mode)
     nested = run_op("nn.pad", [x], {"pad_width": pairs, "pad_mode": mode, "pad_value": 1.5})
     flat = run_op("nn.pad", [x], {"pad_width": tuple(v for p in pairs for v in p), "pad_mode": mode, "pad_value": 1.5})
     np.testing.assert_array_equal(nested, want)

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+from ort_helpers import node_model, ort_outputs
 
 from accel.errors import TypeInferenceError
 from accel.executor import ReferenceExecutor
@@ -42,26 +42,10 @@ def ort_run(
     microsoft: bool = False,
 ) -> np.ndarray:
     """Run one ONNX node (graph inputs ``inputs``, initializers ``inits``) and return its output."""
-    graph = helper.make_graph(
-        [node],
-        "single_node",
-        [
-            helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-            for k, v in inputs.items()
-        ],
-        [helper.make_tensor_value_info(node.output[0], out_type, None)],
-        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()],
-    )
-    opsets = [helper.make_opsetid("", OPSET)]
-    if microsoft:
-        opsets.append(helper.make_opsetid("com.microsoft", 1))
-    model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 9
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, inputs)[0]
+    opsets = {"": OPSET, "com.microsoft": 1} if microsoft else {"": OPSET}
+    outputs = [helper.make_tensor_value_info(node.output[0], out_type, None)]
+    model = node_model(node, inputs, inits, outputs, opsets)
+    return ort_outputs(model, inputs, optimize=False, threads=1)[0]
 
 
 # -- building and running an accel graph ------------------------------------------

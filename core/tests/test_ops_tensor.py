@@ -7,46 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
+import ort_helpers
 import pytest
-from onnx import helper, numpy_helper
+from onnx import helper
+from ort_helpers import infer, ort_run
 
 from accel.errors import TypeInferenceError
-from accel.ir import Graph, QuantParams, TensorType, Value
-from accel.ops import OpContext, get_op
+from accel.ir import QuantParams, TensorType
 
 RNG = np.random.default_rng(7)
-
-
-def ort_run(
-    op_type: str,
-    inputs: Sequence[np.ndarray],
-    attrs: dict[str, Any] | None = None,
-    *,
-    consts: Sequence[np.ndarray | None] = (),
-    opset: int = 18,
-    n_out: int = 1,
-) -> list[np.ndarray]:
-    """Run one ONNX node: ``inputs`` are fed, ``consts`` follow as initializers ("" when None)."""
-    names = [f"in{i}" for i in range(len(inputs))]
-    value_infos = [
-        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-        for n, a in zip(names, inputs, strict=True)
-    ]
-    inits, node_inputs = [], list(names)
-    for i, c in enumerate(consts):
-        if c is None:
-            node_inputs.append("")
-        else:
-            inits.append(numpy_helper.from_array(np.asarray(c), f"c{i}"))
-            node_inputs.append(f"c{i}")
-    outs = [f"out{i}" for i in range(n_out)]
-    node = helper.make_node(op_type, node_inputs, outs, **(attrs or {}))
-    graph = helper.make_graph([node], "g", value_infos, [helper.make_empty_tensor_value_info(o) for o in outs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, dict(zip(names, inputs, strict=True)))
 
 
 def run_op(
@@ -55,24 +24,8 @@ def run_op(
     attrs: dict[str, Any] | None = None,
     quants: Sequence[QuantParams | None] = (),
 ) -> Any:
-    """Infer the node's types, run its reference kernel, check outputs against the types."""
-    quants = list(quants) + [None] * (len(arrays) - len(quants))
-    values = [Value(f"x{i}", TensorType.of(a, q)) for i, (a, q) in enumerate(zip(arrays, quants, strict=True))]
-    graph = Graph(values, [], [])
-    node = graph.new_node(op, values, attrs)
-    ctx = OpContext(op, node.attrs, tuple(v.type for v in values), tuple(v.type for v in node.outputs))
-    result = get_op(op).bind(ctx)(*arrays)
-    outs = result if isinstance(result, tuple) else (result,)
-    assert len(outs) == len(node.outputs)
-    for arr, v in zip(outs, node.outputs, strict=True):
-        assert arr.dtype.name == v.type.dtype and arr.shape == v.type.shape, (arr.dtype, arr.shape, v.type)
-        assert arr.flags.c_contiguous
-    return result
-
-
-def infer(op: str, types: Sequence[TensorType], attrs: dict[str, Any] | None = None) -> list[TensorType]:
-    values = [Value(f"x{i}", t) for i, t in enumerate(types)]
-    return [v.type for v in Graph(values, [], []).new_node(op, values, attrs).outputs]
+    """The shared harness, also requiring C-contiguous outputs: a tensor op must not hand back a view."""
+    return ort_helpers.run_op(op, arrays, attrs, quants, contiguous=True)
 
 
 def f32(*shape: int) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from ort_helpers import ort_session
 
 import accel
 from accel.builder import GraphBuilder
@@ -397,10 +398,7 @@ def _ort_quantized_values(model: onnx.ModelProto, x: dict[str, np.ndarray]) -> d
     m.CopyFrom(model)
     names = [n.output[0] for n in m.graph.node if n.op_type == "QuantizeLinear"]
     m.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.UINT8, None) for name in names)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    outs = sess.run(names, x)
+    outs = ort_session(m, optimize=False).run(names, x)
     return dict(zip(names, outs, strict=True))
 
 

@@ -101,7 +101,7 @@ def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
     try:
-        np.savez(tmp, **arrays)
+        np.savez(tmp, allow_pickle=False, **arrays)
         os.replace(tmp, path)
     finally:
         if tmp.exists():

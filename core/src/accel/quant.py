@@ -164,18 +164,24 @@ def quantize_multiplier(real: float | np.ndarray) -> tuple[Any, Any]:
     return m, shift
 
 
-def multiply_by_quantized_multiplier(x: Any, m: Any, shift: Any, axis: int | None = None) -> np.ndarray:
-    """MBQM: ``x · m · 2^(shift − 31)`` rounded once (ties away from zero), saturated to int32.
-
-    ``x`` is saturated to int32 first; per-channel ``m``/``shift`` (1-D) broadcast
-    along ``axis``. See the module docstring for the exact definition.
-    """
+def _checked_multiplier(m: Any, shift: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``m`` and ``shift`` as int64 arrays, refused unless ``m`` is in [0, 2^31) and ``shift`` in [-31, 31]."""
     m64 = np.asarray(m, dtype=np.int64)
     s64 = np.asarray(shift, dtype=np.int64)
     if np.any((m64 < 0) | (m64 > INT32_MAX)) or np.any((s64 < -31) | (s64 > 31)):
         raise QuantizationError(
             "a fixed-point multiplier needs m in [0, 2^31) and shift in [-31, 31] (use quantize_multiplier)"
         )
+    return m64, s64
+
+
+def multiply_by_quantized_multiplier(x: Any, m: Any, shift: Any, axis: int | None = None) -> np.ndarray:
+    """MBQM: ``x · m · 2^(shift − 31)`` rounded once (ties away from zero), saturated to int32.
+
+    ``x`` is saturated to int32 first; per-channel ``m``/``shift`` (1-D) broadcast
+    along ``axis``. See the module docstring for the exact definition.
+    """
+    m64, s64 = _checked_multiplier(m, shift)
     x64 = _sat32(np.asarray(x, dtype=np.int64))
     m64 = along_axis(m64, axis, x64.ndim)
     n = 31 - along_axis(s64, axis, x64.ndim)
@@ -279,11 +285,7 @@ class Requantizer:
         cls, m: Any, shift: Any, in_zero_point: Any, out_zero_point: Any, out_dtype: Any, axis: int | None = None
     ) -> Requantizer:
         """``sat(z_out + MBQM(sat32(x − z_in), m, shift))`` for an already encoded multiplier (per channel on ``axis``)."""
-        m64, s64 = np.asarray(m, dtype=np.int64), np.asarray(shift, dtype=np.int64)
-        if np.any((m64 < 0) | (m64 > INT32_MAX)) or np.any((s64 < -31) | (s64 > 31)):
-            raise QuantizationError(
-                "a fixed-point multiplier needs m in [0, 2^31) and shift in [-31, 31] (use quantize_multiplier)"
-            )
+        m64, s64 = _checked_multiplier(m, shift)
         self = cls.__new__(cls)
         self._setup(m64, s64, in_zero_point, out_zero_point, out_dtype, axis)
         return self

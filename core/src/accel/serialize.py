@@ -57,10 +57,12 @@ def graph_to_json(graph: Graph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     def encode(g: Graph) -> dict[str, Any]:
         consts = []
         for v in g.constants():
-            key = keys.get(id(v.const))
+            const = v.const
+            assert const is not None  # constants() yields only values that have one
+            key = keys.get(id(const))
             if key is None:
-                key = keys[id(v.const)] = f"c{len(keys)}"
-                arrays[key] = v.const  # type: ignore[assignment]
+                key = keys[id(const)] = f"c{len(keys)}"
+                arrays[key] = const
             consts.append({"name": v.name, "type": type_to_json(v.type), "data": key})
         nodes = []
         for n in g.nodes:

@@ -24,12 +24,13 @@ named after the ONNX tensor they help compute (``y/reshape``).
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import onnx
@@ -146,7 +147,11 @@ def load_model_proto(
 
 
 class _Attrs:
-    """A node's attributes by name, decoded (strings as str)."""
+    """A node's attributes by name, decoded (strings as str).
+
+    Its methods ``int``, ``float`` and ``str`` shadow the builtins in the class
+    body, so annotations there name ``builtins.int`` and so on.
+    """
 
     def __init__(self, node: NodeProto, label: str):
         self.label = label
@@ -172,19 +177,25 @@ class _Attrs:
             return [v.decode("utf-8", "replace") for v in value]
         return value
 
-    def int(self, name: str, default: int | None = None) -> int:
+    def int(self, name: builtins.str, default: builtins.int | None = None) -> builtins.int:
         v = self.get(name, default)
         if not isinstance(v, (int, np.integer)):
             raise ModelError(f"node {self.label}: attribute {name!r} must be an integer, got {v!r}")
         return int(v)
 
-    def float(self, name: str, default: float | None = None) -> float:
+    def float(self, name: builtins.str, default: builtins.float | None = None) -> builtins.float:
         v = self.get(name, default)
         if not isinstance(v, (int, float, np.number)):
             raise ModelError(f"node {self.label}: attribute {name!r} must be a number, got {v!r}")
         return float(v)
 
-    def ints(self, name: str, default: Sequence[int] | None = None) -> list[int] | None:
+    @overload
+    def ints(self, name: builtins.str) -> list[builtins.int] | None: ...
+    @overload
+    def ints(self, name: builtins.str, default: Sequence[builtins.int]) -> list[builtins.int]: ...
+
+    def ints(self, name: builtins.str, default: Sequence[builtins.int] | None = None) -> list[builtins.int] | None:
+        """The integer list ``name``, else a copy of ``default`` (``None`` when neither is given)."""
         v = self.get(name, None)
         if v is None:
             return None if default is None else list(default)
@@ -192,7 +203,7 @@ class _Attrs:
             raise ModelError(f"node {self.label}: attribute {name!r} must be a list of integers, got {v!r}")
         return [int(i) for i in v]
 
-    def str(self, name: str, default: str | None = None) -> str:
+    def str(self, name: builtins.str, default: builtins.str | None = None) -> builtins.str:
         v = self.get(name, default)
         if not isinstance(v, str):
             raise ModelError(f"node {self.label}: attribute {name!r} must be a string, got {v!r}")
@@ -232,7 +243,7 @@ def _dtype(elem_type: int, what: str) -> str:
     )
 
 
-def _prod(dims: Sequence[int]) -> int:
+def _prod(dims: Iterable[int]) -> int:
     n = 1
     for d in dims:
         n *= int(d)
@@ -242,7 +253,7 @@ def _prod(dims: Sequence[int]) -> int:
 class _Importer:
     """One import: ONNX names → IR values, nodes appended in topological order."""
 
-    def __init__(self, proto: ModelProto, input_shapes: dict[str, Sequence[int]] | None):
+    def __init__(self, proto: ModelProto, input_shapes: Mapping[str, Sequence[int]] | None):
         self.proto = proto
         self.g = proto.graph
         self.opsets: dict[str, int] = {}
@@ -468,6 +479,13 @@ class _Importer:
                 node.input[i],
             )
         return v.const
+
+    def need_const(self, node: NodeProto, ins: list, i: int, what: str) -> np.ndarray:
+        """The constant value of required input ``i``."""
+        arr = self.const_input(node, ins, i, what)
+        if arr is None:
+            raise ModelError(f"node {self.label}: {node.op_type} needs input #{i} ({what})")
+        return arr
 
     def unsupported(self, node: NodeProto, why: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{node.op_type} at node {self.label}: {why}")
@@ -723,7 +741,7 @@ _NO_FOLD = frozenset({"qnn.dequantize"})
 def import_model(
     model: str | os.PathLike[str] | bytes | ModelProto,
     *,
-    input_shapes: dict[str, tuple[int, ...]] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
 ) -> Graph:
     """Import an ONNX model as an IR graph (no simplification passes).
@@ -980,19 +998,15 @@ def _spatial_params(cv: _Importer, node: NodeProto, a: _Attrs, x: Value, kernel:
     if len(strides) != nd or len(dilations) != nd:
         raise ModelError(f"node {cv.label}: strides {strides} / dilations {dilations} must have {nd} values")
     pads = _auto_pads(cv, a, x.type.shape[2:], kernel, strides, dilations)
-    if nd == 1:
-        return {
-            "strides": (1, strides[0]),
-            "dilation": (1, dilations[0]),
-            "padding": (0, pads[0], 0, pads[1]),
-            "kernel": (1, kernel[0]),
-        }
-    return {
-        "strides": tuple(strides),
-        "dilation": tuple(dilations),
-        "padding": (pads[0], pads[1], pads[2], pads[3]),
-        "kernel": tuple(kernel),
-    }
+    return {**_window_2d(strides, dilations, pads), "kernel": (1, kernel[0]) if nd == 1 else tuple(kernel)}
+
+
+def _window_2d(strides: Sequence[int], dilations: Sequence[int], pads: Sequence[int]) -> dict[str, tuple[int, ...]]:
+    """ONNX strides, dilations and pads (begins, then ends) of a 1-D or 2-D window as 2-D IR
+    attributes; a 1-D window runs on a height of 1."""
+    if len(strides) == 1:
+        return {"strides": (1, strides[0]), "dilation": (1, dilations[0]), "padding": (0, pads[0], 0, pads[1])}
+    return {"strides": tuple(strides), "dilation": tuple(dilations), "padding": (pads[0], pads[1], pads[2], pads[3])}
 
 
 def _to_2d(cv: _Importer, x: Value) -> Value:
@@ -1010,6 +1024,14 @@ def _from_2d(cv: _Importer, y: Value, rank: int, out: str) -> Value:
     return _rename(cv, y, out)
 
 
+def _emit_conv(cv: _Importer, op: str, x: Value, w: Value, b: Value | None, attrs: dict[str, Any], out: str) -> Value:
+    """``op`` (a 2-D convolution) on ``x`` and ``w`` seen as 2-D, then the bias ``b``; back to ``x``'s rank as ``out``."""
+    y = cv.emit(op, [_to_2d(cv, x), _to_2d(cv, w)], attrs)
+    if b is not None:
+        y = cv.emit("nn.bias_add", [y, b], {"axis": 1})
+    return _from_2d(cv, y, x.type.rank, out)
+
+
 @_op("Conv")
 def _conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x, w = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "W")
@@ -1019,13 +1041,8 @@ def _conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     p = _spatial_params(cv, node, a, x, kernel)
     if w.type.rank != rank:
         raise ModelError(f"node {cv.label}: weight of rank {w.type.rank} for data of rank {rank}")
-    x2 = _to_2d(cv, x)
-    w2 = _to_2d(cv, w)
     attrs = {"strides": p["strides"], "padding": p["padding"], "dilation": p["dilation"], "groups": a.int("group", 1)}
-    y = cv.emit("nn.conv2d", [x2, w2], attrs)
-    if b is not None:
-        y = cv.emit("nn.bias_add", [y, b], {"axis": 1})
-    return [_from_2d(cv, y, rank, node.output[0])]
+    return [_emit_conv(cv, "nn.conv2d", x, w, b, attrs, node.output[0])]
 
 
 @_op("ConvTranspose")
@@ -1077,25 +1094,13 @@ def _conv_transpose(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
                 begins.append(total - total // 2)
                 ends.append(total // 2)
         pads = begins + ends
-    if nd == 1:
-        attrs = {
-            "strides": (1, strides[0]),
-            "dilation": (1, dilations[0]),
-            "padding": (0, pads[0], 0, pads[1]),
-            "output_padding": (0, out_pad[0]),
-        }
-    else:
-        attrs = {
-            "strides": tuple(strides),
-            "dilation": tuple(dilations),
-            "padding": tuple(pads),
-            "output_padding": tuple(out_pad),
-        }
-    attrs.update(groups=a.int("group", 1), kernel_layout="IOHW")
-    y = cv.emit("nn.conv2d_transpose", [_to_2d(cv, x), _to_2d(cv, w)], attrs)
-    if b is not None:
-        y = cv.emit("nn.bias_add", [y, b], {"axis": 1})
-    return [_from_2d(cv, y, rank, node.output[0])]
+    attrs = {
+        **_window_2d(strides, dilations, pads),
+        "output_padding": (0, out_pad[0]) if nd == 1 else tuple(out_pad),
+        "groups": a.int("group", 1),
+        "kernel_layout": "IOHW",
+    }
+    return [_emit_conv(cv, "nn.conv2d_transpose", x, w, b, attrs, node.output[0])]
 
 
 @_op("Gemm")
@@ -1380,13 +1385,13 @@ def _attention(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     bool_mask = run_mask is not None and run_mask.type.dtype == "uint8"
     alive: Value | None = None
     if bool_mask:
-        # allowed = run-time mask AND the constant pattern; a row with nothing allowed is zeroed.
-        # bias = 1 - 1/allowed is exactly 0 or -inf; dead rows get a finite bias instead.
+        # permitted = run-time mask AND the constant pattern; a row with nothing permitted is zeroed.
+        # bias = 1 - 1/permitted is exactly 0 or -inf; dead rows get a finite bias instead.
         assert run_mask is not None
-        allowed = cv.emit("multiply", [run_mask, cv.const((~np.isneginf(bias)).astype(np.uint8))])
-        alive = _row_max(cv, allowed)
+        permitted = cv.emit("multiply", [run_mask, cv.const((~np.isneginf(bias)).astype(np.uint8))])
+        alive = _row_max(cv, permitted)
         one8 = cv.scalar(1, "uint8")
-        denom = cv.emit("cast", [cv.emit("add", [allowed, cv.emit("subtract", [one8, alive])])], {"dtype": dt})
+        denom = cv.emit("cast", [cv.emit("add", [permitted, cv.emit("subtract", [one8, alive])])], {"dtype": dt})
         one = cv.scalar(1, dt)
         run_mask = cv.emit("subtract", [one, cv.emit("divide", [one, denom])])
         bias = np.where(np.isneginf(bias), npdt.type(0), bias)
@@ -1490,7 +1495,8 @@ def _eye_like(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if x.type.rank != 2:
         raise ModelError(f"node {cv.label}: EyeLike needs a 2-D input")
     dtype = _dtype(a.int("dtype"), f"EyeLike at node {cv.label}: dtype") if "dtype" in a else x.type.dtype
-    return [cv.const(np.eye(*x.type.shape, k=a.int("k", 0), dtype=dtype), out=node.output[0])]
+    rows, cols = x.type.shape
+    return [cv.const(np.eye(rows, cols, k=a.int("k", 0), dtype=dtype), out=node.output[0])]
 
 
 def _pool_params(cv: _Importer, node: NodeProto, a: _Attrs, x: Value) -> dict[str, Any]:
@@ -1708,11 +1714,11 @@ def _squeeze(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         if axes is None:
             raise ModelError(f"node {cv.label}: Unsqueeze needs axes")
         out_rank = len(shape) + len(axes)
-        norm = sorted(_axis(cv, ax, out_rank) for ax in axes)
-        if len(set(norm)) != len(norm):
+        inserted = sorted(_axis(cv, ax, out_rank) for ax in axes)
+        if len(set(inserted)) != len(inserted):
             raise ModelError(f"node {cv.label}: Unsqueeze axes {axes} repeat an axis")
         new = list(shape)
-        for ax in norm:
+        for ax in inserted:
             new.insert(ax, 1)
     return [cv.emit("reshape", [x], {"newshape": tuple(new)}, out=node.output[0])]
 
@@ -1742,8 +1748,7 @@ def _split(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if cv.opset < 13:
         sizes = a.ints("split")
         if sizes is None and len(ins) > 1 and ins[1] is not None:
-            arr = cv.const_input(node, ins, 1, "split")
-            sizes = [int(s) for s in arr.reshape(-1)]
+            sizes = [int(s) for s in cv.need_const(node, ins, 1, "split").reshape(-1)]
     else:
         arr = cv.const_input(node, ins, 1, "split")
         sizes = None if arr is None else [int(s) for s in arr.reshape(-1)]
@@ -1777,13 +1782,13 @@ def _slice(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         axes = a.ints("axes", list(range(len(starts or []))))
         steps = [1] * len(axes)
     else:
-        s, e = cv.const_input(node, ins, 1, "starts"), cv.const_input(node, ins, 2, "ends")
-        ax, st = cv.const_input(node, ins, 3, "axes"), cv.const_input(node, ins, 4, "steps")
-        if s is None or e is None:
+        s_arr, e_arr = cv.const_input(node, ins, 1, "starts"), cv.const_input(node, ins, 2, "ends")
+        ax_arr, st_arr = cv.const_input(node, ins, 3, "axes"), cv.const_input(node, ins, 4, "steps")
+        if s_arr is None or e_arr is None:
             raise ModelError(f"node {cv.label}: Slice needs starts and ends")
-        starts, ends = [int(v) for v in s.reshape(-1)], [int(v) for v in e.reshape(-1)]
-        axes = list(range(len(starts))) if ax is None else [int(v) for v in ax.reshape(-1)]
-        steps = [1] * len(starts) if st is None else [int(v) for v in st.reshape(-1)]
+        starts, ends = [int(v) for v in s_arr.reshape(-1)], [int(v) for v in e_arr.reshape(-1)]
+        axes = list(range(len(starts))) if ax_arr is None else [int(v) for v in ax_arr.reshape(-1)]
+        steps = [1] * len(starts) if st_arr is None else [int(v) for v in st_arr.reshape(-1)]
     if starts is None or ends is None or not len(starts) == len(ends) == len(axes) == len(steps):
         raise ModelError(f"node {cv.label}: starts/ends/axes/steps lengths differ")
     index: list[np.ndarray | slice] = [slice(None)] * rank
@@ -1831,7 +1836,7 @@ def _gather(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
             "with constant indices",
             node.input[1],
         )
-    idx = cv.const_input(node, ins, 1, "indices").astype(np.int64)
+    idx = cv.need_const(node, ins, 1, "indices").astype(np.int64)
     if np.any(idx < -dim) or np.any(idx >= dim):
         raise ModelError(f"node {cv.label}: Gather indices out of range for axis {axis} of size {dim}")
     idx = np.where(idx < 0, idx + dim, idx)
@@ -1845,7 +1850,7 @@ def _gather(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 @_op("Expand")
 def _expand(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x = cv.need(node, ins, 0, "input")
-    shape_arr = cv.const_input(node, ins, 1, "shape")
+    shape_arr = cv.need_const(node, ins, 1, "shape")
     try:
         shape = tuple(np.broadcast_shapes(x.type.shape, tuple(int(d) for d in shape_arr.reshape(-1))))
     except ValueError:
@@ -1859,7 +1864,7 @@ def _expand(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 @_op("Tile")
 def _tile(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x = cv.need(node, ins, 0, "input")
-    reps = [int(r) for r in cv.const_input(node, ins, 1, "repeats").reshape(-1)]
+    reps = [int(r) for r in cv.need_const(node, ins, 1, "repeats").reshape(-1)]
     if len(reps) != x.type.rank or any(r < 0 for r in reps):
         raise ModelError(f"node {cv.label}: repeats {reps} must have one non-negative value per axis")
     if x.const is not None:
@@ -1940,10 +1945,10 @@ def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         for ax, v in zip(axes, vals, strict=False):
             out_shape[ax] = v
     elif scales is not None and np.asarray(scales).size:
-        vals = [float(v) for v in np.asarray(scales, dtype=np.float64).reshape(-1)]
-        if len(vals) != len(axes):
-            raise ModelError(f"node {cv.label}: {len(vals)} scales for axes {axes}")
-        for ax, s in zip(axes, vals, strict=False):
+        factors = [float(v) for v in np.asarray(scales, dtype=np.float64).reshape(-1)]
+        if len(factors) != len(axes):
+            raise ModelError(f"node {cv.label}: {len(factors)} scales for axes {axes}")
+        for ax, s in zip(axes, factors, strict=False):
             exact = in_shape[ax] * s
             out_shape[ax] = math.floor(exact + 1e-9)
             if abs(exact - round(exact)) > 1e-4 * max(1.0, exact):
@@ -2119,8 +2124,7 @@ def _constant(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 
 @_op("ConstantOfShape")
 def _constant_of_shape(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
-    shape = cv.const_input(node, ins, 0, "shape")
-    dims = [int(d) for d in shape.reshape(-1)]
+    dims = [int(d) for d in cv.need_const(node, ins, 0, "shape").reshape(-1)]
     if any(d < 0 for d in dims) or _prod(dims) > MAX_ELEMENTS:
         raise ModelError(f"node {cv.label}: bad shape {dims}")
     value = a.get("value")
@@ -2302,8 +2306,7 @@ def _dequantize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if x.type.dtype not in ("uint8", "int8", "int32", "int16", "uint16"):
         raise cv.unsupported(node, f"dequantizing {x.type.dtype} data is not supported")
     q, _ = _quant_params(cv, node, ins, 1, 2, a.int("axis", 1), x.type.rank, x.type.dtype)
-    scale = cv.const_input(node, ins, 1, "scale")
-    out_dt = scale.dtype.name
+    out_dt = cv.need_const(node, ins, 1, "scale").dtype.name
     if "output_dtype" in a and a.int("output_dtype"):
         out_dt = _dtype(a.int("output_dtype"), f"DequantizeLinear at node {cv.label}: output")
     out = node.output[0]
@@ -2344,7 +2347,7 @@ def _qlinear_conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x, w = cv.need(node, ins, 0, "x"), cv.need(node, ins, 3, "w")
     b = ins[8] if len(ins) > 8 else None
     qx, _ = _quant_params(cv, node, ins, 1, 2, 1, x.type.rank, x.type.dtype)
-    w_arr = cv.const_input(node, ins, 3, "weight")
+    w_arr = cv.need_const(node, ins, 3, "weight")
     qw, _ = _quant_params(cv, node, ins, 4, 5, 0, w.type.rank, w.type.dtype)
     qy, ydt = _quant_params(cv, node, ins, 6, 7, 1, x.type.rank, x.type.dtype)
     if qx.axis is not None or qy.axis is not None:
@@ -2359,7 +2362,7 @@ def _qlinear_conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     attrs = {"strides": p["strides"], "padding": p["padding"], "dilation": p["dilation"], "groups": a.int("group", 1)}
     acc = cv.emit("qnn.conv2d", [_to_2d(cv, xq), wv], attrs)
     if b is not None:
-        bias = cv.const_input(node, ins, 8, "bias")
+        bias = cv.need_const(node, ins, 8, "bias")
         acc = cv.emit("nn.bias_add", [acc, cv.const(bias.astype(np.int32), f"{node.input[8]}/q")], {"axis": 1})
     y = cv.emit(
         "qnn.requantize", [acc], {"out_scale": float(qy.scale), "out_zero_point": int(qy.zero_point), "out_dtype": ydt}

@@ -34,16 +34,17 @@ _NUMERIC_DTYPES = (*FLOAT_DTYPES, "int8", "uint8", "int16", "uint16", "int32", "
 # attribute helpers
 
 
+def _is_int(v: Any) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
 def _ints(value: Any, n: int, name: str, *, allowed: Sequence[int] = ()) -> tuple[int, ...]:
     """Read an int or tuple attribute as ``n`` ints (an int or a 1-tuple repeats;
     with ``allowed=(2,)`` and ``n=4``, a pair ``(h, w)`` applies to both sides)."""
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-    if is_int(value):
+    if _is_int(value):
         vals: tuple[int, ...] = (int(value),)
-    elif isinstance(value, (tuple, list)) and all(is_int(v) for v in value):
+    elif isinstance(value, (tuple, list)) and all(_is_int(v) for v in value):
         vals = tuple(int(v) for v in value)
     else:
         vals = ()
@@ -60,15 +61,17 @@ def _ints(value: Any, n: int, name: str, *, allowed: Sequence[int] = ()) -> tupl
 
 def _pad4(value: Any) -> tuple[int, int, int, int]:
     """``padding`` as (top, left, bottom, right); accepts 1, 2 or 4 values."""
-    pads = _ints(value, 4, "padding", allowed=(2,))
+    pt, pl, pb, pr = _ints(value, 4, "padding", allowed=(2,))
+    pads = (pt, pl, pb, pr)
     expect(all(p >= 0 for p in pads), f"padding must be non-negative, got {pads}")
-    return pads  # type: ignore[return-value]
+    return pads
 
 
 def _positive_pair(value: Any, name: str) -> tuple[int, int]:
-    vals = _ints(value, 2, name)
+    a, b = _ints(value, 2, name)
+    vals = (a, b)
     expect(all(v >= 1 for v in vals), f"{name} must be positive, got {vals}")
-    return vals  # type: ignore[return-value]
+    return vals
 
 
 def _layout(value: Any, allowed: Sequence[str], name: str) -> str:
@@ -151,18 +154,28 @@ def _spatial(shape: Sequence[int], layout: str) -> tuple[int, int, int, int]:
     return n, c, h, w
 
 
-def conv2d_geometry(attrs: Mapping[str, Any], data_shape: Sequence[int], weight_shape: Sequence[int]) -> ConvGeometry:
-    """Validate an ``nn.conv2d`` (or ``qnn.conv2d``) and compute its geometry."""
+def _conv_attrs(
+    attrs: Mapping[str, Any], kernel_layouts: Sequence[str]
+) -> tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int, int, int], int]:
+    """The attributes both convolutions share, validated and with their defaults (the first of
+    ``kernel_layouts`` is the default kernel layout): data layout, kernel layout, strides,
+    dilation, padding, groups."""
     dl = _layout(attrs.get("data_layout", "NCHW"), DATA_LAYOUTS, "data_layout")
-    kl = _layout(attrs.get("kernel_layout", "OIHW"), KERNEL_LAYOUTS, "kernel_layout")
-    sh, sw = _positive_pair(attrs.get("strides", (1, 1)), "strides")
-    dh, dw = _positive_pair(attrs.get("dilation", (1, 1)), "dilation")
-    pt, pl, pb, pr = _pad4(attrs.get("padding", (0, 0, 0, 0)))
+    kl = _layout(attrs.get("kernel_layout", kernel_layouts[0]), kernel_layouts, "kernel_layout")
+    strides = _positive_pair(attrs.get("strides", (1, 1)), "strides")
+    dilation = _positive_pair(attrs.get("dilation", (1, 1)), "dilation")
+    pads = _pad4(attrs.get("padding", (0, 0, 0, 0)))
     groups = attrs.get("groups", 1)
     expect(
         isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1,
         f"groups must be a positive int, got {groups!r}",
     )
+    return dl, kl, strides, dilation, pads, groups
+
+
+def conv2d_geometry(attrs: Mapping[str, Any], data_shape: Sequence[int], weight_shape: Sequence[int]) -> ConvGeometry:
+    """Validate an ``nn.conv2d`` (or ``qnn.conv2d``) and compute its geometry."""
+    dl, kl, (sh, sw), (dh, dw), (pt, pl, pb, pr), groups = _conv_attrs(attrs, KERNEL_LAYOUTS)
     n, c, h, w = _spatial(data_shape, dl)
     expect(len(weight_shape) == 4, f"weight must be 4-D ({kl}), got shape {list(weight_shape)}")
     o, i, kh, kw = (weight_shape[kl.index(a)] for a in "OIHW")
@@ -233,17 +246,8 @@ def conv2d_transpose_geometry(
     ConvTranspose); ``OHWI`` names the same tensor with its axes permuted
     (``[C_out / groups, kh, kw, C_in]``), which for one group is TFLite's layout.
     """
-    dl = _layout(attrs.get("data_layout", "NCHW"), DATA_LAYOUTS, "data_layout")
-    kl = _layout(attrs.get("kernel_layout", "IOHW"), TRANSPOSE_KERNEL_LAYOUTS, "kernel_layout")
-    sh, sw = _positive_pair(attrs.get("strides", (1, 1)), "strides")
-    dh, dw = _positive_pair(attrs.get("dilation", (1, 1)), "dilation")
-    pt, pl, pb, pr = _pad4(attrs.get("padding", (0, 0, 0, 0)))
+    dl, kl, (sh, sw), (dh, dw), (pt, pl, pb, pr), groups = _conv_attrs(attrs, TRANSPOSE_KERNEL_LAYOUTS)
     oph, opw = _ints(attrs.get("output_padding", (0, 0)), 2, "output_padding")
-    groups = attrs.get("groups", 1)
-    expect(
-        isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1,
-        f"groups must be a positive int, got {groups!r}",
-    )
     expect(
         0 <= oph < max(sh, dh) and 0 <= opw < max(sw, dw),
         f"output_padding {(oph, opw)} must be non-negative and smaller than the stride or the dilation",
@@ -802,6 +806,28 @@ def _contiguous(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
+def _check_weighted(op: str, qop: str, data: TensorType, weight: TensorType) -> None:
+    """The dtype rules of the ops with a weight (conv2d, conv2d_transpose, dense):
+    not quantized (``qop`` takes those), numeric data, one dtype for data and weight."""
+    _not_quantized(op, qop, data, weight)
+    _numeric(data, "data", op)
+    _same_dtype(op, data=data, weight=weight)
+
+
+def _prepare_weighted(
+    ctx: OpContext, build: Callable[[np.dtype, np.ndarray | None], Kernel]
+) -> Callable[..., np.ndarray]:
+    """Bind an op with a weight at input 1: ``build(compute dtype, constant weight or None)``
+    gives the builder's kernel, whose result is returned as exactly the output dtype."""
+    out_dtype = ctx.out_types[0].np_dtype
+    f = build(_compute_dtype(out_dtype), ctx.const(1))
+
+    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        return _contiguous(f(data, weight), out_dtype)
+
+    return run
+
+
 # --------------------------------------------------------------------------------------
 # nn.conv2d
 
@@ -816,29 +842,23 @@ CONV2D_ATTRS: dict[str, Any] = {
 
 
 def _infer_conv2d(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
-    _not_quantized("nn.conv2d", "qnn.conv2d", data, weight)
-    _numeric(data, "data", "nn.conv2d")
-    _same_dtype("nn.conv2d", data=data, weight=weight)
+    _check_weighted("nn.conv2d", "qnn.conv2d", data, weight)
     g = conv2d_geometry(attrs, data.shape, weight.shape)
     return TensorType(g.out_shape, data.dtype)
 
 
 def _prepare_conv2d(ctx: OpContext) -> Callable[..., np.ndarray]:
-    out_dtype = ctx.out_types[0].np_dtype
-    f = build_conv2d(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape, _compute_dtype(out_dtype), ctx.const(1))
-
-    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        return _contiguous(f(data, weight), out_dtype)
-
-    return run
+    shapes = ctx.in_types[0].shape, ctx.in_types[1].shape
+    return _prepare_weighted(ctx, lambda dtype, weight: build_conv2d(ctx.attrs, *shapes, dtype, weight))
 
 
-def _macs_conv2d(ctx: OpContext) -> int:
+def conv2d_macs(ctx: OpContext) -> int:
+    """Multiply-accumulates of an ``nn.conv2d`` or ``qnn.conv2d`` node."""
     return conv2d_geometry(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape).macs
 
 
 @register_op(
-    "nn.conv2d", infer=_infer_conv2d, attrs=CONV2D_ATTRS, num_inputs=2, prepare=_prepare_conv2d, macs=_macs_conv2d
+    "nn.conv2d", infer=_infer_conv2d, attrs=CONV2D_ATTRS, num_inputs=2, prepare=_prepare_conv2d, macs=conv2d_macs
 )
 def conv2d(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """2-D cross-correlation with zero padding, groups, dilation; NCHW/NHWC data, four kernel layouts."""
@@ -860,26 +880,18 @@ CONV2D_TRANSPOSE_ATTRS: dict[str, Any] = {
 
 
 def _infer_conv2d_transpose(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
-    _not_quantized("nn.conv2d_transpose", "qnn.conv2d_transpose", data, weight)
-    _numeric(data, "data", "nn.conv2d_transpose")
-    _same_dtype("nn.conv2d_transpose", data=data, weight=weight)
+    _check_weighted("nn.conv2d_transpose", "qnn.conv2d_transpose", data, weight)
     g = conv2d_transpose_geometry(attrs, data.shape, weight.shape)
     return TensorType(g.out_shape, data.dtype)
 
 
 def _prepare_conv2d_transpose(ctx: OpContext) -> Callable[..., np.ndarray]:
-    out_dtype = ctx.out_types[0].np_dtype
-    f = build_conv2d_transpose(
-        ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape, _compute_dtype(out_dtype), ctx.const(1)
-    )
-
-    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        return _contiguous(f(data, weight), out_dtype)
-
-    return run
+    shapes = ctx.in_types[0].shape, ctx.in_types[1].shape
+    return _prepare_weighted(ctx, lambda dtype, weight: build_conv2d_transpose(ctx.attrs, *shapes, dtype, weight))
 
 
-def _macs_conv2d_transpose(ctx: OpContext) -> int:
+def conv2d_transpose_macs(ctx: OpContext) -> int:
+    """Multiply-accumulates of an ``nn.conv2d_transpose`` or ``qnn.conv2d_transpose`` node."""
     return conv2d_transpose_geometry(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape).macs
 
 
@@ -889,7 +901,7 @@ def _macs_conv2d_transpose(ctx: OpContext) -> int:
     attrs=CONV2D_TRANSPOSE_ATTRS,
     num_inputs=2,
     prepare=_prepare_conv2d_transpose,
-    macs=_macs_conv2d_transpose,
+    macs=conv2d_transpose_macs,
 )
 def conv2d_transpose(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Transposed convolution (ONNX ConvTranspose): the gradient of conv2d with respect to its input."""
@@ -901,27 +913,21 @@ def conv2d_transpose(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np
 
 
 def _infer_dense(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
-    _not_quantized("nn.dense", "qnn.dense", data, weight)
-    _numeric(data, "data", "nn.dense")
-    _same_dtype("nn.dense", data=data, weight=weight)
+    _check_weighted("nn.dense", "qnn.dense", data, weight)
     return TensorType(dense_out_shape(data.shape, weight.shape), data.dtype)
 
 
 def _prepare_dense(ctx: OpContext) -> Callable[..., np.ndarray]:
-    out_dtype = ctx.out_types[0].np_dtype
-    f = build_dense(ctx.in_types[0].shape, ctx.in_types[1].shape, _compute_dtype(out_dtype), ctx.const(1))
-
-    def run(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        return _contiguous(f(data, weight), out_dtype)
-
-    return run
+    shapes = ctx.in_types[0].shape, ctx.in_types[1].shape
+    return _prepare_weighted(ctx, lambda dtype, weight: build_dense(*shapes, dtype, weight))
 
 
-def _macs_dense(ctx: OpContext) -> int:
+def dense_macs(ctx: OpContext) -> int:
+    """Multiply-accumulates of an ``nn.dense`` or ``qnn.dense`` node: output elements x K."""
     return ctx.out_types[0].size * int(ctx.in_types[1].shape[1])
 
 
-@register_op("nn.dense", infer=_infer_dense, num_inputs=2, prepare=_prepare_dense, macs=_macs_dense)
+@register_op("nn.dense", infer=_infer_dense, num_inputs=2, prepare=_prepare_dense, macs=dense_macs)
 def dense(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """``data @ weight.T`` (fully connected layer without bias)."""
     return _prepare_dense(ctx)(data, weight)
@@ -1266,14 +1272,10 @@ def global_avg_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
 
 def pad_pairs(pad_width: Any, rank: int) -> tuple[tuple[int, int], ...]:
     """``pad_width`` as one (before, after) pair per axis; flattened means (b0, a0, b1, a1, ...)."""
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
     expect(isinstance(pad_width, (tuple, list)), f"pad_width must be a tuple, got {pad_width!r}")
-    if all(isinstance(p, (tuple, list)) and len(p) == 2 and all(is_int(v) for v in p) for p in pad_width):
+    if all(isinstance(p, (tuple, list)) and len(p) == 2 and all(_is_int(v) for v in p) for p in pad_width):
         pairs = tuple((int(b), int(a)) for b, a in pad_width)
-    elif all(is_int(v) for v in pad_width) and len(pad_width) % 2 == 0:
+    elif all(_is_int(v) for v in pad_width) and len(pad_width) % 2 == 0:
         flat = [int(v) for v in pad_width]
         pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))
     else:

@@ -24,11 +24,18 @@ from accel.errors import GraphError, TypeInferenceError
 from accel.ir import QuantParams, TensorType
 from accel.ops.common import FLOAT_DTYPES, QUANT_DTYPES, broadcast_shapes, expect, layout_axes, normalize_axis
 from accel.ops.nn import (
+    CONV2D_ATTRS,
+    CONV2D_TRANSPOSE_ATTRS,
+    ConvGeometry,
+    ConvTransposeGeometry,
     build_conv2d,
     build_conv2d_transpose,
     build_dense,
     conv2d_geometry,
+    conv2d_macs,
     conv2d_transpose_geometry,
+    conv2d_transpose_macs,
+    dense_macs,
     dense_out_shape,
     scratch,
 )
@@ -352,88 +359,69 @@ def _int32_converter(bound: int) -> Callable[[np.ndarray], np.ndarray]:
     return _to_int32
 
 
-def _conv2d_rule(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
-    dq = _quant_of(data, "data")
-    _per_tensor(dq, "data")
-    g = conv2d_geometry(attrs, data.shape, weight.shape)  # validates the layouts first
-    wq = _weight_quant(weight, attrs["kernel_layout"])
-    channel_axis = layout_axes(attrs["data_layout"])[0]
-    return TensorType(g.out_shape, ACC_DTYPE, _acc_quant(dq, wq, channel_axis))
+def _conv_rule(
+    geometry: Callable[..., ConvGeometry | ConvTransposeGeometry], *, transposed: bool = False
+) -> Callable[[Mapping[str, Any], TensorType, TensorType], TensorType]:
+    """The type rule of a quantized convolution whose geometry ``geometry`` validates and computes."""
+
+    def rule(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
+        dq = _quant_of(data, "data")
+        _per_tensor(dq, "data")
+        g = geometry(attrs, data.shape, weight.shape)  # validates the layouts first
+        wq = _weight_quant(weight, attrs["kernel_layout"])
+        channel_axis = layout_axes(attrs["data_layout"])[0]
+        # a transposed convolution's weight holds C_out/groups channels: group k's output
+        # channel k*og + o uses scale o
+        repeat = g.groups if transposed else 1
+        return TensorType(g.out_shape, ACC_DTYPE, _acc_quant(dq, wq, channel_axis, repeat=repeat))
+
+    return rule
 
 
-def _prepare_conv2d(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    layout = ctx.attrs["kernel_layout"]
-    i_axis = layout.index("I") if ctx.attrs["groups"] == 1 else None
-    data_axis = layout_axes(ctx.attrs["data_layout"])[0]
-    return _accumulating(
-        ctx,
-        layout.index("O"),
-        i_axis,
-        data_axis,
-        lambda dt, cw, ds, ws: build_conv2d(ctx.attrs, ds, ws, dt, cw),
-    )
+def _prepare_conv(
+    build: Callable[..., Callable[[np.ndarray, np.ndarray | None], np.ndarray]],
+) -> Callable[[OpContext], Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    """The ``prepare`` hook of a quantized convolution running the float builder ``build``."""
+
+    def prepare(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        layout = ctx.attrs["kernel_layout"]
+        i_axis = layout.index("I") if ctx.attrs["groups"] == 1 else None
+        data_axis = layout_axes(ctx.attrs["data_layout"])[0]
+        return _accumulating(
+            ctx,
+            layout.index("O"),
+            i_axis,
+            data_axis,
+            lambda dt, cw, ds, ws: build(ctx.attrs, ds, ws, dt, cw),
+        )
+
+    return prepare
 
 
-def _conv2d_macs(ctx: OpContext) -> int:
-    return conv2d_geometry(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape).macs
-
-
-_CONV_ATTRS = {
-    "strides": (1, 1),
-    "padding": (0, 0, 0, 0),
-    "dilation": (1, 1),
-    "groups": 1,
-    "data_layout": "NCHW",
-}
+_prepare_conv2d = _prepare_conv(build_conv2d)
+_prepare_conv2d_transpose = _prepare_conv(build_conv2d_transpose)
 
 
 @register_op(
     "qnn.conv2d",
-    infer=_conv2d_rule,
-    attrs={**_CONV_ATTRS, "kernel_layout": "OIHW"},
+    infer=_conv_rule(conv2d_geometry),
+    attrs=CONV2D_ATTRS,
     num_inputs=2,
     prepare=_prepare_conv2d,
-    macs=_conv2d_macs,
+    macs=conv2d_macs,
 )
 def qnn_conv2d(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """int32 ``Σ (x - z_x)(w - z_w)``; padding contributes 0 (pads with z_x)."""
     return _prepare_conv2d(ctx)(data, weight)
 
 
-def _conv2d_transpose_rule(attrs: Mapping[str, Any], data: TensorType, weight: TensorType) -> TensorType:
-    dq = _quant_of(data, "data")
-    _per_tensor(dq, "data")
-    g = conv2d_transpose_geometry(attrs, data.shape, weight.shape)  # validates the layouts first
-    wq = _weight_quant(weight, attrs["kernel_layout"])
-    channel_axis = layout_axes(attrs["data_layout"])[0]
-    # the weight holds C_out/groups channels; group k's output channel k*og + o uses scale o
-    return TensorType(g.out_shape, ACC_DTYPE, _acc_quant(dq, wq, channel_axis, repeat=g.groups))
-
-
-def _prepare_conv2d_transpose(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    layout = ctx.attrs["kernel_layout"]
-    i_axis = layout.index("I") if ctx.attrs["groups"] == 1 else None
-    data_axis = layout_axes(ctx.attrs["data_layout"])[0]
-    return _accumulating(
-        ctx,
-        layout.index("O"),
-        i_axis,
-        data_axis,
-        lambda dt, cw, ds, ws: build_conv2d_transpose(ctx.attrs, ds, ws, dt, cw),
-    )
-
-
-def _conv2d_transpose_macs(ctx: OpContext) -> int:
-    return conv2d_transpose_geometry(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape).macs
-
-
 @register_op(
     "qnn.conv2d_transpose",
-    infer=_conv2d_transpose_rule,
-    attrs={**_CONV_ATTRS, "output_padding": (0, 0), "kernel_layout": "IOHW"},
+    infer=_conv_rule(conv2d_transpose_geometry, transposed=True),
+    attrs=CONV2D_TRANSPOSE_ATTRS,
     num_inputs=2,
     prepare=_prepare_conv2d_transpose,
-    macs=_conv2d_transpose_macs,
+    macs=conv2d_transpose_macs,
 )
 def qnn_conv2d_transpose(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """int32 transposed convolution of zero-point-subtracted data and weight."""
@@ -452,12 +440,7 @@ def _prepare_dense(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndar
     return _accumulating(ctx, 0, 1, -1, lambda dt, cw, ds, ws: build_dense(ds, ws, dt, cw))
 
 
-def _dense_macs(ctx: OpContext) -> int:
-    d, w = ctx.in_types[0], ctx.in_types[1]
-    return d.size // max(d.shape[-1], 1) * w.shape[0] * w.shape[1]
-
-
-@register_op("qnn.dense", infer=_dense_rule, num_inputs=2, prepare=_prepare_dense, macs=_dense_macs)
+@register_op("qnn.dense", infer=_dense_rule, num_inputs=2, prepare=_prepare_dense, macs=dense_macs)
 def qnn_dense(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """int32 ``(x - z_x) @ (w - z_w).T``; per-channel weights give a per-axis output on the last axis."""
     return _prepare_dense(ctx)(data, weight)

@@ -93,7 +93,11 @@ def register_op(
 
     ``num_inputs`` is an exact count or ``(min, max)`` with ``max=None`` for variadic.
     """
-    n_in = (num_inputs, num_inputs) if isinstance(num_inputs, int) else tuple(num_inputs)
+    if isinstance(num_inputs, int):
+        n_in: tuple[int, int | None] = (num_inputs, num_inputs)
+    else:
+        lo, hi = num_inputs
+        n_in = (lo, hi)
 
     def deco(kernel: Callable[..., Any]) -> Callable[..., Any]:
         if name in REGISTRY:
@@ -103,7 +107,7 @@ def register_op(
             attrs=dict(attrs or {}),
             infer=infer,
             kernel=kernel,
-            num_inputs=n_in,  # type: ignore[arg-type]
+            num_inputs=n_in,
             prepare=prepare,
             macs=macs,
             doc=(kernel.__doc__ or "").strip(),
@@ -174,8 +178,8 @@ def infer_node_types(
     lo, hi = opdef.num_inputs
     n = len(in_types)
     if n < lo or (hi is not None and n > hi):
-        want = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
-        raise TypeInferenceError(f"node {node!r} ({op}): takes {want} inputs, got {n}")
+        expected = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
+        raise TypeInferenceError(f"node {node!r} ({op}): takes {expected} inputs, got {n}")
     full = complete_attrs(opdef, attrs, node)
     try:
         out = opdef.infer(full, *in_types)

@@ -38,7 +38,8 @@ def fold_batch_norm(graph: Graph) -> Graph:
 
 def _fold(bn: Node, rw: Rewriter) -> bool:
     inputs = [rw.value(v) for v in bn.inputs]
-    if any(v.const is None for v in inputs[1:]) or inputs[0].type.dtype not in FLOAT_DTYPES:
+    params = [v.const for v in inputs[1:] if v.const is not None]
+    if len(params) != len(inputs) - 1 or inputs[0].type.dtype not in FLOAT_DTYPES:
         return False
     if inputs[0].const is not None:
         rw.replace(bn.output, Value.constant(bn.output.name, evaluate(bn, inputs)[0]))
@@ -46,7 +47,7 @@ def _fold(bn: Node, rw: Rewriter) -> bool:
     x = bn.inputs[0]
     rank = x.type.rank
     axis = bn.attrs["axis"] % rank
-    gamma, beta, mean, var = (v.const.astype(np.float64) for v in inputs[1:])  # type: ignore[union-attr]
+    gamma, beta, mean, var = (p.astype(np.float64) for p in params)
     scale = gamma / np.sqrt(var + float(bn.attrs["epsilon"]))
     shift = beta - mean * scale
 

@@ -359,9 +359,9 @@ def match_group(qnode: Node, rw: Rewriter) -> Group | None:
     if effect is not None and not effect.absorbed:
         return None
     if node.op in _BINARY:
-        return _match_binary(qnode, node)
+        return _match_all_dequantized("binary", qnode, node)
     if node.op == "concatenate":
-        return _match_concat(qnode, node)
+        return _match_all_dequantized("concat", qnode, node)
     if node.op in _PASS_THROUGH:
         return _match_pass(qnode, node)
     if node.op in _AVERAGING:
@@ -407,8 +407,9 @@ def _match_matmul(qnode: Node, node: Node, act: Node | None, effect: _ActEffect 
             return None
         if not rw.sole_user(main, bias_node):
             return None
-        node = main.producer  # type: ignore[assignment]
-        assert node is not None
+        producer = main.producer
+        assert producer is not None
+        node = producer
     if node.op not in _MATMUL_LIKE:
         return None
     out = qnode.output.type
@@ -502,26 +503,17 @@ def _int32_bias(
     return scaled.astype(np.int32), protect
 
 
-def _match_binary(qnode: Node, node: Node) -> Group | None:
+def _match_all_dequantized(kind: str, qnode: Node, node: Node) -> Group | None:
+    """A ``kind`` group ("binary", "concat") when every input dequantizes an integer tensor of the output's dtype."""
     sources = [_dq_source(v) for v in node.inputs]
-    if any(s is None for s in sources):
+    found = [s for s in sources if s is not None]
+    if len(found) != len(sources):
         return None
-    ins = [s[0] for s in sources]  # type: ignore[index]
+    ins = [x for x, _ in found]
     if any(v.type.dtype != qnode.output.type.dtype for v in ins):
         return None
-    protect = [s[1] for s in sources if s is not None and s[0].const is not None]
-    return Group("binary", qnode, node, ins, protect=protect)
-
-
-def _match_concat(qnode: Node, node: Node) -> Group | None:
-    sources = [_dq_source(v) for v in node.inputs]
-    if any(s is None for s in sources):
-        return None
-    ins = [s[0] for s in sources]  # type: ignore[index]
-    if any(v.type.dtype != qnode.output.type.dtype for v in ins):
-        return None
-    protect = [s[1] for s in sources if s is not None and s[0].const is not None]
-    return Group("concat", qnode, node, ins, protect=protect)
+    protect = [dq for x, dq in found if x.const is not None]
+    return Group(kind, qnode, node, ins, protect=protect)
 
 
 def _single_dq_input(node: Node) -> tuple[Value, Node] | None:
