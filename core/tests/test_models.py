@@ -20,7 +20,7 @@ network those rare ±1 steps propagate, and how far depends on the network:
 ResNet-18 stays within ±1 step; this randomly weighted MobileNetV2 (52 convs,
 expanded channels, ReLU6) amplifies any perturbation, so much that ORT's own
 two ways of running the same QDQ model (fused integer kernels, and the
-unfused float graph) agree on only ~98.6% of its outputs within ±1. Each
+unfused float graph) agree on only 96.5–99% of its outputs within ±1. Each
 model is therefore held to an absolute bound and, in addition, must agree with
 ORT at least as well as ORT agrees with itself (within half a percent).
 """
