@@ -276,6 +276,20 @@ def test_softmax(shape: tuple[int, ...], axis: int) -> None:
     close(run_op("nn.softmax", [x], {"axis": axis}), ref, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("shape", "axis"), [((1, 10), 1), ((1, 10), -1), ((2, 5, 7), 0), ((64, 1000), -1), ((0, 3), 1)]
+)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_softmax_bound_kernel_is_the_written_formula(shape: tuple[int, ...], axis: int, dtype: str) -> None:
+    """The node-bound softmax (reductions called as ufuncs, in place) gives the formula's bits."""
+    x = f32(*shape, scale=6.0).astype(dtype)
+    work = x.astype(np.float32) if dtype == "float16" else x
+    e = np.exp(work - np.max(work, axis=axis, keepdims=True))
+    want = (e / np.sum(e, axis=axis, keepdims=True)).astype(dtype)
+    got = run_op("nn.softmax", [x], {"axis": axis})
+    assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float64"])
 def test_unary_keep_dtype(dtype: str) -> None:
     x = f32(4, 6, scale=3.0).astype(dtype)

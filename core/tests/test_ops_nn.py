@@ -790,3 +790,159 @@ def test_macs():
     )
     assert _macs("nn.dense", [((2, 3, 17), F32), ((9, 17), F32)]) == 6 * 9 * 17
     assert _macs("nn.batch_matmul", [((1, 4, 5), F32), ((3, 6, 5), F32)]) == 3 * 4 * 6 * 5
+
+
+# --------------------------------------------------------------------------------------
+# small-tensor paths: the index gathers against the strided / phase kernels, bit for bit
+#
+# Small convolutions and pools gather their columns or taps with one precomputed index
+# (nn._IndexGather) instead of padding and copying strided views. Both paths must give
+# the same bits (the same columns feed the same matmul, the same taps meet in the same
+# order), so the ONNX Runtime comparisons above, which now run the gathers on their small
+# shapes, vouch for the strided kernels too. Each case is forced down both paths.
+
+
+def _force_gather(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    monkeypatch.setattr(nn, "GATHER_MAX_ELEMENTS", 1 << 40 if on else 0)
+    monkeypatch.setattr(nn, "GATHER_MAX_INDEX", 1 << 40 if on else 0)
+
+
+def assert_same_bits(a: np.ndarray, b: np.ndarray) -> None:
+    """Equal dtype, shape and bytes: also the sign of zeros and the payload of NaNs."""
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def _signed_zeros(x: np.ndarray) -> np.ndarray:
+    x = x.copy()
+    x.reshape(-1)[::7] = 0.0
+    x.reshape(-1)[3::7] = -0.0
+    return x
+
+
+def _both_paths(monkeypatch, run, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """``run(*args, **kwargs)`` with the gather path forced, then with the strided path forced."""
+    _force_gather(monkeypatch, True)
+    gathered = run(*args, **kwargs)
+    _force_gather(monkeypatch, False)
+    return gathered, run(*args, **kwargs)
+
+
+def _built_conv2d_f64(attrs: dict[str, Any], x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return nn.build_conv2d(attrs, x.shape, w.shape, np.dtype(np.float64), w)(x, None)
+
+
+GATHER_CONV_CASES = [
+    *CONV_CASES,
+    pytest.param(1, 1, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, id="digits-conv1"),
+    pytest.param(1, 16, 8, 8, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, id="digits-conv2"),
+    pytest.param(1, 32, 4, 4, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, id="digits-conv3"),
+    pytest.param(1, 64, 28, 28, 64, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, id="large-64ch-28"),
+    pytest.param(1, 3, 56, 56, 16, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, id="large-stem"),
+]
+
+
+@pytest.mark.parametrize("n, c, h, w, o, k, strides, padding, dilation, groups", GATHER_CONV_CASES)
+def test_conv2d_gather_path_matches_strided_path(
+    rng, monkeypatch, n, c, h, w, o, k, strides, padding, dilation, groups
+):
+    x = _signed_zeros(rand(rng, n, c, h, w))
+    wt = rand(rng, o, c // groups, *k)
+    for data_layout, kernel_layout in (("NCHW", "OIHW"), ("NHWC", "OHWI")):
+        xl = np.ascontiguousarray(x.transpose(["NCHW".index(a) for a in data_layout]))
+        wl = np.ascontiguousarray(wt.transpose(["OIHW".index(a) for a in kernel_layout]))
+        attrs = dict(
+            _conv_attrs(strides, padding, dilation, groups), data_layout=data_layout, kernel_layout=kernel_layout
+        )
+        for consts in ((1,), ()):
+            gathered, strided = _both_paths(monkeypatch, run_op, "nn.conv2d", [xl, wl], attrs, consts=consts)
+            assert_same_bits(gathered, strided)
+        # integers in float64, as qnn.conv2d runs them: exact either way
+        xi = rng.integers(-128, 128, xl.shape).astype(np.int8)
+        wi = rng.integers(-128, 128, wl.shape).astype(np.float64)
+        gathered, strided = _both_paths(monkeypatch, _built_conv2d_f64, attrs, xi, wi)
+        assert_same_bits(gathered, strided)
+
+
+def test_small_conv_takes_the_gather_path_and_large_ones_do_not(monkeypatch):
+    built: list[int] = []
+    init = nn._IndexGather.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self.row)
+
+    monkeypatch.setattr(nn._IndexGather, "__init__", spy)
+    attrs = {"padding": (1, 1, 1, 1)}
+    nn.build_conv2d(attrs, (1, 16, 8, 8), (32, 16, 3, 3), np.dtype(np.float32))
+    assert built == [16]  # channels-last columns move whole rows of 16 channels
+    nn.build_conv2d(attrs, (1, 1, 8, 8), (16, 1, 3, 3), np.dtype(np.float32))
+    assert built == [16, 1]  # one channel: element by element
+    nn.build_conv2d(attrs, (1, 64, 56, 56), (64, 64, 3, 3), np.dtype(np.float32))
+    assert len(built) == 2
+
+
+def test_index_gather_rows_and_elements(rng):
+    """Whole runs of the last axis move as rows; anything else falls back to elements."""
+    x = rand(rng, 2, 5, 4, 6)
+
+    def shifted_rows(a: np.ndarray, fill: Any, dtype: np.dtype) -> np.ndarray:
+        padded = np.concatenate([np.full((2, 1, 4, 6), fill, dtype), a.astype(dtype)], axis=1)
+        return np.ascontiguousarray(padded[:, ::-1].reshape(2, 3, 2, 4, 6))
+
+    def odd_elements(a: np.ndarray, fill: Any, dtype: np.dtype) -> np.ndarray:
+        return np.ascontiguousarray(np.concatenate([a.astype(dtype).reshape(-1)[1::2], np.full(3, fill, dtype)]))
+
+    for columns, row in ((shifted_rows, 6), (odd_elements, 1)):
+        g = nn._IndexGather(x.shape, columns, np.dtype(np.float64), fill=-7.5, row=6)
+        assert g.row == row
+        assert_same_bits(g(x), columns(x, -7.5, np.dtype(np.float64)))
+        assert_same_bits(g(np.asfortranarray(x)), columns(x, -7.5, np.dtype(np.float64)))  # any memory order
+
+
+# (shape, pool case): every POOL_CASES geometry on the maps of the ONNX Runtime tests and of
+# the digits model, and ResNet's pool on its full-size map
+POOL_GATHER_CASES = [
+    *[pytest.param((2, 3, 11, 10), *case.values, id=f"small-{case.id}") for case in POOL_CASES],
+    *[pytest.param((1, 32, 8, 8), *case.values, id=f"digits-{case.id}") for case in POOL_CASES],
+    pytest.param((1, 64, 56, 56), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, id="large-resnet"),
+]
+
+
+@pytest.mark.parametrize("shape, k, strides, padding, dilation, ceil_mode", POOL_GATHER_CASES)
+def test_pool_gather_path_matches_phase_and_strided_paths(
+    rng, monkeypatch, shape, k, strides, padding, dilation, ceil_mode
+):
+    # mostly zeros of both signs and negatives: many windows have a zero maximum, whose sign
+    # shows the order the taps met in
+    xf = -np.abs(rand(rng, *shape))
+    xf.reshape(-1)[rng.random(xf.size) < 0.3] = 0.0
+    xf.reshape(-1)[rng.random(xf.size) < 0.3] = -0.0
+    xf.reshape(-1)[5::97] = np.nan
+    xf.reshape(-1)[6::89] = -np.inf
+    xi = rng.integers(-128, 128, shape).astype(np.int8)
+    xu = rng.integers(0, 256, shape).astype(np.uint8)
+    for layout in ("NCHW", "NHWC"):
+        for x in (xf, xf.astype(np.float16), xi, xu):
+            xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if layout == "NHWC" else x
+            for op, extra in (("nn.max_pool2d", {}), ("nn.avg_pool2d", {"count_include_pad": bool(dilation[0] - 1)})):
+                attrs = _pool_attrs(k, strides, padding, dilation, ceil_mode, layout=layout, **extra)
+                with np.errstate(invalid="ignore"):
+                    gathered, strided = _both_paths(monkeypatch, run_op, op, [xl], attrs)
+                assert_same_bits(gathered, strided)
+
+
+@pytest.mark.parametrize("shape, axis", [((1, 16, 8, 8), 1), ((1, 10), 1), ((2, 64, 28, 28), 1), ((2, 7, 7, 96), -1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_bias_add_constant_and_runtime_bias_agree(rng, shape, axis, dtype):
+    """A constant bias is repeated to the full shape of small tensors, broadcast on large ones."""
+    x = (rand(rng, *shape) * 1000).astype(dtype)
+    b = (rand(rng, shape[axis]) * 1000).astype(dtype)
+    if dtype == np.int32:
+        x.reshape(-1)[:3] = [2**31 - 1, -(2**31), 2**31 - 5]  # wraps like the dtype
+    const = run_op("nn.bias_add", [x, b], {"axis": axis}, consts=(1,))
+    runtime = run_op("nn.bias_add", [x, b], {"axis": axis})
+    assert_same_bits(const, runtime)
+    with np.errstate(over="ignore"):
+        want = x + b.reshape([-1 if a == axis % x.ndim else 1 for a in range(x.ndim)])
+    assert_same_bits(const, want)

@@ -616,6 +616,62 @@ def test_conv2d_zero_point_zero_takes_integer_data_exactly(
     np.testing.assert_array_equal(got, _to_layout(want, "NCHW", data_layout).astype(np.int32))
 
 
+@pytest.mark.parametrize("gather", [True, False], ids=["gathered", "strided"])
+@pytest.mark.parametrize(
+    "shape,o,k,pads,zx,data_layout,big",
+    [
+        ((1, 1, 8, 8), 16, 3, (1, 1, 1, 1), 0, "NCHW", False),  # the digits model's convolutions
+        ((1, 16, 8, 8), 32, 3, (1, 1, 1, 1), 0, "NCHW", False),
+        ((1, 32, 4, 4), 32, 3, (1, 1, 1, 1), 0, "NCHW", False),
+        ((2, 24, 9, 7), 8, 3, (0, 1, 2, 1), 128, "NHWC", False),  # z_x != 0: centred data in float
+        ((1, 64, 28, 28), 16, 3, (1, 1, 1, 1), 3, "NCHW", False),  # a large map
+        ((2, 80, 5, 6), 6, 3, (1, 0, 1, 1), 0, "NCHW", True),  # sums past 2^24: split over channel ranges
+    ],
+)
+def test_conv2d_small_and_large_map_paths_exact(
+    monkeypatch: pytest.MonkeyPatch,
+    gather: bool,
+    shape: tuple[int, ...],
+    o: int,
+    k: int,
+    pads: tuple[int, ...],
+    zx: int,
+    data_layout: str,
+    big: bool,
+) -> None:
+    """qnn.conv2d with its columns gathered by index (small maps) or copied from strided views."""
+    from accel.ops import nn
+
+    monkeypatch.setattr(nn, "GATHER_MAX_ELEMENTS", 1 << 40 if gather else 0)
+    monkeypatch.setattr(nn, "GATHER_MAX_INDEX", 1 << 40 if gather else 0)
+    from accel.ops import qnn
+
+    rng = np.random.default_rng(shape[1] + o)
+    x = rng.integers(215, 256, shape).astype(np.uint8) if big else rand_q(rng, shape, "uint8")
+    w = big_sum_weights(rng, (o, shape[1], k, k)) if big else rand_q(rng, (o, shape[1], k, k), "int8")
+    if big:
+        ranges = qnn._split_channels(split_sums(w), 255)
+        assert ranges is not None and len(ranges) > 1
+    zw = 0 if big else rng.integers(-3, 4, o)
+    xl = _to_layout(x, "NCHW", data_layout)
+    kernel_layout = "OIHW" if data_layout == "NCHW" else "OHWI"
+    wq = QuantParams(f32(rng.uniform(0.01, 0.02, o)), np.broadcast_to(zw, (o,)), kernel_layout.index("O"))
+    net = Net(x=qtype(xl, 0.1, zx))
+    acc = net.op(
+        "qnn.conv2d",
+        [net["x"], net.const(_to_layout(w, "OIHW", kernel_layout), wq)],
+        strides=(1, 1),
+        padding=pads,
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+    )
+    got = net.run(acc, x=xl)
+    want = ref_conv_int64(x.astype(np.int64) - zx, w.astype(np.int64) - np.reshape(zw, (-1, 1, 1, 1)), (1, 1), pads)
+    if big:
+        assert np.abs(want).max() > 1 << 24
+    np.testing.assert_array_equal(got, _to_layout(want, "NCHW", data_layout).astype(np.int32))
+
+
 def test_conv2d_transpose_split_accumulation_exact() -> None:
     rng = np.random.default_rng(17)
     c, og = 80, 3

@@ -686,3 +686,99 @@ def test_pair_table_lookup_matches_the_definition(dtype: str, which: str) -> Non
             np.testing.assert_array_equal(got, want)
     with pytest.raises(QuantizationError, match="8-bit"):
         quant.pair_table(lambda a, b: a, "int32")
+
+
+# -- bound paths: per-node quantize / dequantize / requantize against the definitions ----
+#
+# Executors bind a node's Quantizer, Dequantizer and Requantizer to its input type; the
+# bound functions take shortcuts (the work dtype instead of float64, float32 instead of
+# int64, whole-array float64 on small tensors) only where the values are provably the
+# same. Each is compared, bit for bit, with the definition as written (``exact``).
+
+
+def _quantize_inputs(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Normal data, exact ties of the 0.25 scale, and NaN, ±inf, huge, ±0 and float16's maximum."""
+    x = (rng.normal(0, 40, shape)).astype(dtype)
+    flat = x.reshape(-1)
+    flat[:37] = (np.arange(37) - 18 + 0.5) * 0.25
+    big = 65504.0 if dtype == "float16" else 3e38
+    flat[37:45] = [np.nan, np.inf, -np.inf, big, -big, 0.0, -0.0, np.nan]
+    return x
+
+
+@pytest.mark.parametrize("in_dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("out_dtype", ["uint8", "int8", "int32"])
+def test_bound_quantizer_matches_the_definition(in_dtype: str, out_dtype: str) -> None:
+    rng = np.random.default_rng(RNG_SEED + 30)
+    lo, hi = RANGES[out_dtype]
+    for shape, axis in (((1, 1, 8, 8), None), ((2, 5, 4, 6), 1), ((3, 50), -1), ((0, 4), None), ((7,), 0)):
+        x = (
+            _quantize_inputs(rng, shape, in_dtype)
+            if math.prod(shape) >= 45
+            else rng.normal(0, 9, shape).astype(in_dtype)
+        )
+        c = shape[axis] if axis is not None else 1
+        # zero points at both ends of the range (NaN then maps onto a bound) and inside it
+        for z in (lo, hi, 0 if lo < 0 else 3, int(rng.integers(lo, hi)) if out_dtype != "int32" else 1000):
+            s = np.float32(0.25) if axis is None else np.float32(rng.uniform(0.05, 2, c))
+            zp = z if axis is None else np.full(c, z)
+            q = quant.Quantizer(s, zp, out_dtype, axis)
+            bound = q.bind(x.ndim, x.dtype)
+            got, want = bound(x), q.exact(x)
+            assert got.dtype == want.dtype == np.dtype(out_dtype) and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(quant.quantize(x, s, zp, out_dtype, axis), want)
+            # the shortcut is taken where it applies: 8-bit outputs, and any float64 data
+            assert (bound == q.exact) == ((out_dtype == "int32" and in_dtype != "float64") or x.ndim == 0)
+
+
+def test_bound_quantizer_matches_the_scalar_reference_on_the_digits_input() -> None:
+    """uint8 with z = 0 (the digits model's input): NaN and negatives meet the 0 bound first."""
+    x = np.array([[[[0.5 / 255, 1.5 / 255, -1.0, np.nan, 2.0, 127.5 / 255, 1.0, -0.0]]]], dtype=np.float32)
+    s = float(np.float32(1 / 255))
+    got = quant.Quantizer(s, 0, "uint8").bind(4, np.float32)(x)
+    assert got.reshape(-1).tolist() == [ref_quantize(float(v), s, 0, 0, 255) for v in x.reshape(-1)]
+
+
+@pytest.mark.parametrize("in_dtype", ["uint8", "int8", "int32", "uint32", "int64", "uint64"])
+def test_bound_dequantizer_matches_the_definition(in_dtype: str) -> None:
+    rng = np.random.default_rng(RNG_SEED + 31)
+    info = np.iinfo(in_dtype)
+    for shape, axis in (((1, 512), None), ((2, 5, 4, 6), 1), ((3, 7), -1), ((), None)):
+        q = rng.integers(info.min, info.max, shape, endpoint=True, dtype=in_dtype)
+        c = shape[axis] if axis is not None else 1
+        for z in (0, 3, -100, (1 << 23) + 1, 1 << 40):
+            s = np.float32(0.013) if axis is None else np.float32(rng.uniform(1e-4, 2, c))
+            zp = z if axis is None else np.arange(c) * z // max(c - 1, 1)
+            d = quant.Dequantizer(s, zp, axis)
+            got, want = d.bind(q.ndim, q.dtype)(q), d.exact(q)
+            assert np.asarray(got).dtype == np.float32 and np.shape(got) == np.shape(want)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(quant.dequantize(q, s, zp, axis), want)
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "int8", "int32"])
+def test_bound_requantizer_small_and_blocked_paths_match_int64_path(out_dtype: str) -> None:
+    """The whole-array float64 path of small tensors, the blocked one of large tensors, and int64."""
+    rng = np.random.default_rng(RNG_SEED + 32)
+    lo, hi = RANGES[out_dtype]
+    for shape, axis in (
+        ((1, 16, 8, 8), 1),
+        ((1, 32, 4, 4), 1),
+        ((1, 10), None),
+        ((1, 96, 14, 14), 1),
+        ((2, 7, 7, 40), -1),
+    ):
+        c = shape[axis] if axis is not None else 1
+        acc = rng.integers(-400000, 400000, shape).astype(np.int32)
+        acc.reshape(-1)[:4] = [INT32_MIN, INT32_MAX, 0, -1]
+        for z_in, z_out in ((0, 0), (7, lo), (-3, hi), (0, (lo + hi) // 2)):
+            s_in = np.float32(rng.uniform(1e-5, 1e-3, c)) if axis is not None else np.float32(3e-4)
+            r = quant.Requantizer(s_in, np.full(c, z_in) if axis is not None else z_in, 0.05, z_out, out_dtype, axis)
+            bound = r.bind(acc.shape, acc.dtype)
+            want = r.exact(acc)
+            for got in (bound(acc), r._float(acc), r(acc)):
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got, want)
+            if math.prod(shape) <= quant.REQUANTIZE_SMALL and out_dtype != "int32":
+                assert bound not in (r._float, r.exact, r._dispatch)  # the small path

@@ -29,6 +29,7 @@ class _Step:
     ins: tuple[int, ...]
     outs: tuple[int, ...]
     out_types: tuple[TensorType, ...]
+    out_dtypes: tuple[np.dtype, ...]  # numpy dtypes of out_types: compared without building names
     free: tuple[int, ...]
 
 
@@ -69,7 +70,15 @@ class ReferenceExecutor:
             if s not in keep:
                 frees[i].append(s)
         self._steps = [
-            _Step(node, fn, ins, outs, tuple(v.type for v in node.outputs), tuple(frees[i]))
+            _Step(
+                node,
+                fn,
+                ins,
+                outs,
+                tuple(v.type for v in node.outputs),
+                tuple(v.type.np_dtype for v in node.outputs),
+                tuple(frees[i]),
+            )
             for i, (node, fn, ins, outs) in enumerate(pending)
         ]
         self._nslots = len(slot_of)
@@ -124,8 +133,8 @@ class ReferenceExecutor:
                 raise GraphError(
                     f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, expected {len(step.outs)}"
                 )
-            for s, r, t in zip(step.outs, results, step.out_types):
-                if r.dtype.name != t.dtype or r.shape != t.shape:
+            for s, r, t, dt in zip(step.outs, results, step.out_types, step.out_dtypes):
+                if r.dtype != dt or r.shape != t.shape:
                     raise GraphError(
                         f"kernel of {step.node.op} at node {step.node.name!r} returned "
                         f"{r.dtype.name}[{','.join(map(str, r.shape))}], its type rule says {t}"

@@ -3,8 +3,9 @@
 Every step is specified exactly, in integer arithmetic, so that a native (C/C++)
 runtime can reproduce it bit for bit. The int64 numpy implementations here follow
 the definitions step by step; the faster paths (:class:`Requantizer`'s float64
-path, :func:`pair_table` lookups) are taken only where they provably give the
-same bits, and the tests compare them with the int64 ones.
+path, :func:`pair_table` lookups, the bound paths of :class:`Quantizer` and
+:class:`Dequantizer`) are taken only where they provably give the same bits, and
+the tests compare them with the definitions as written.
 
 Notation: ``INT32_MIN = -2^31``, ``INT32_MAX = 2^31 - 1``; ``sat32(v)`` clamps to
 ``[INT32_MIN, INT32_MAX]``; ``[c]`` is 1 if ``c`` holds, else 0.
@@ -76,6 +77,7 @@ dequantize (ONNX DequantizeLinear): ``float32(q − z) · s`` in float32.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -216,6 +218,13 @@ F64_EXACT_PRODUCT = 1 << 52
 #: overhead, unblocked tensors of a few MiB run ~2.5x slower).
 REQUANTIZE_BLOCK = 1 << 17
 
+#: Inputs of at most this many elements take the float64 path in whole-array operations on
+#: fresh temporaries (measured faster than the blocked path up to ~2^17 elements).
+REQUANTIZE_SMALL = 1 << 16
+
+#: Inputs of at most this many elements get their per-channel multipliers repeated to the full shape.
+REPEAT_CHANNELS_MAX = 1 << 13
+
 #: Per-channel rows shorter than this are scaled column-wise (multipliers repeated along the row).
 _MIN_ROW = 16
 
@@ -262,6 +271,10 @@ class Requantizer:
       input of at most 32 bits qualifies. Otherwise the path is taken when the
       data's ``min``/``max`` (or its 8/16-bit dtype) keeps every element within
       the bound.
+
+    :meth:`bind` picks the path once per input shape and dtype where the dtype
+    decides it; small tensors run the float64 path in a few whole-array
+    operations (:meth:`_small_float`), large ones block by block (:meth:`_float`).
     """
 
     def __init__(
@@ -320,6 +333,7 @@ class Requantizer:
         self._any_input = 2.0 ** (52 - n_max) >= 2 * (max(abs(self.low), abs(self.high)) + 1)
         self._small_int = self.out_dtype.itemsize < 4
         self._layouts: dict[tuple[int, ...], tuple[int, int, bool, np.ndarray, np.ndarray | None]] = {}
+        self._bound: dict[tuple[tuple[int, ...], np.dtype], Callable[[np.ndarray], np.ndarray]] = {}
 
     # -- the two implementations ---------------------------------------------------
 
@@ -327,9 +341,31 @@ class Requantizer:
         x = np.asarray(x)
         if x.dtype.kind not in "iu":
             x = x.astype(np.int64)
-        if self.float_exact(x):
-            return self._float(x)
-        return self.exact(x)
+        return self.bind(x.shape, x.dtype)(x)
+
+    def bind(self, shape: tuple[int, ...], dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """``self`` for integer inputs of one shape and dtype, with the path chosen once where the
+        dtype decides it (executors bind a node's requantizer to its input type)."""
+        key = (tuple(shape), np.dtype(dtype))
+        fn = self._bound.get(key)
+        if fn is None:
+            fn = self._bound[key] = self._new_binding(*key)
+        return fn
+
+    def _new_binding(self, shape: tuple[int, ...], dt: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
+        size = math.prod(shape)
+        if not self._float_ok or size == 0:
+            return self.exact
+        if not (self._any_input and dt.itemsize <= 4) and dt.itemsize > 2:
+            return self._dispatch  # 32/64-bit data the multipliers do not clear: its min/max tells
+        if not self.float_exact(np.zeros(1, dt)):  # decided by the dtype alone here, not by the values
+            return self.exact
+        if size <= min(REQUANTIZE_SMALL, REQUANTIZE_BLOCK):
+            return self._small_float(shape)
+        return self._float
+
+    def _dispatch(self, x: np.ndarray) -> np.ndarray:
+        return self._float(x) if self.float_exact(x) else self.exact(x)
 
     def exact(self, x: Any) -> np.ndarray:
         """The definition in int64 arithmetic, for any integer input."""
@@ -397,6 +433,44 @@ class Requantizer:
                     np.copyto(i, v, casting="unsafe")
                     np.add(i, z_out, out=ob, casting="unsafe")
         return out
+
+    def _small_float(self, shape: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray]:
+        """The float64 path for inputs of ``shape`` small enough to be one block: the same
+        arithmetic as :meth:`_float`, in a few whole-array operations on fresh temporaries
+        (on a few thousand elements numpy's per-call overhead is most of the cost)."""
+        ndim = len(shape)
+        repeat = math.prod(shape) <= REPEAT_CHANNELS_MAX
+
+        def full(v: np.ndarray) -> np.ndarray:
+            # on small tensors, per-channel values repeated over the whole shape: broadcasting
+            # them along short rows costs more than reading a same-shape array
+            if v.ndim == 0:
+                return v
+            v = along_axis(v, self.axis, ndim)
+            return np.ascontiguousarray(np.broadcast_to(v, shape)) if repeat else v
+
+        mq = full(self._mq)
+        z = full(self.z_in.astype(np.float64)) if np.any(self.z_in != 0) else None
+        low, high, z_out, out_dtype = float(self.low), float(self.high), self.z_out, self.out_dtype
+        signed = self.low < 0 < self.high
+        shift_half = 0.5 if self.low >= 0 else -0.5
+        int_dtype = np.int16 if self._small_int else np.int64
+
+        def run(x: np.ndarray) -> np.ndarray:
+            v = x.astype(np.float64, order="C")  # then in place: faster than a mixed-type ufunc
+            if z is not None:
+                v -= z
+            v *= mq
+            v += np.copysign(0.5, v) if signed else shift_half
+            np.fmax(v, low, out=v)  # as maximum/minimum: v has no NaN
+            np.fmin(v, high, out=v)
+            if z_out == 0:
+                return v.astype(out_dtype)  # truncates toward zero
+            i = v.astype(int_dtype)
+            i += z_out
+            return i.astype(out_dtype)
+
+        return run
 
     def _layout(self, shape: tuple[int, ...]) -> tuple[int, int, bool, np.ndarray, np.ndarray | None]:
         """``x`` as ``rows × cols``, and its multipliers (zero points: ``None`` when all 0) per row or per column."""
@@ -492,23 +566,160 @@ def lookup_pairs(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def quantize(x: Any, scale: Any, zero_point: Any, dtype: Any, axis: int | None = None) -> np.ndarray:
     """ONNX QuantizeLinear: ``sat(round_half_even(x / s) + z)``; per-axis along ``axis``."""
-    x = np.asarray(x)
-    work = np.float64 if x.dtype == np.float64 else np.float32
-    xf = x.astype(work, copy=False)
-    s = along_axis(np.asarray(scale, dtype=np.float32).astype(work), axis, xf.ndim)
-    z = along_axis(np.asarray(zero_point, dtype=np.int64), axis, xf.ndim)
-    lo, hi = dtype_range(dtype)
-    with np.errstate(invalid="ignore", over="ignore"):
-        r = np.rint(xf / s).astype(np.float64)
-    r = np.where(np.isnan(r), 0.0, r)
-    # Clamp in float64 (exact for every int32 bound) before the integer cast.
-    r = np.clip(r, lo - z, hi - z)
-    return (r.astype(np.int64) + z).astype(dtype)
+    return Quantizer(scale, zero_point, dtype, axis)(x)
 
 
 def dequantize(q: Any, scale: Any, zero_point: Any, axis: int | None = None) -> np.ndarray:
     """ONNX DequantizeLinear: ``float32(q − z) · s`` (float32); per-axis along ``axis``."""
-    q64 = np.asarray(q, dtype=np.int64)
-    s = along_axis(np.asarray(scale, dtype=np.float32), axis, q64.ndim)
-    z = along_axis(np.asarray(zero_point, dtype=np.int64), axis, q64.ndim)
-    return ((q64 - z).astype(np.float32) * s).astype(np.float32)
+    return Dequantizer(scale, zero_point, axis)(q)
+
+
+#: float32 holds every integer of at most this magnitude.
+_F32_INTS = 1 << 24
+
+
+class Quantizer:
+    """:func:`quantize` for fixed parameters, bound per input rank and dtype.
+
+    The definition divides in the work dtype (float32, or float64 for float64
+    data), rounds half to even, maps NaN to 0, clamps to ``[lo − z, hi − z]``
+    in float64 and adds ``z`` in int64. When those bounds are integers the work
+    dtype holds exactly (8-bit outputs, or any float64 data), clamping and
+    adding ``z`` in the work dtype give the same values: the quotient is
+    already a work-dtype value, every comparison with an exact bound is exact,
+    and the clamped sum is an integer in ``[lo, hi]``. Int32 outputs of float32
+    data clamp in float64 as written.
+    """
+
+    def __init__(self, scale: Any, zero_point: Any, dtype: Any, axis: int | None = None) -> None:
+        self.scale = np.asarray(scale, dtype=np.float32)
+        self.zero_point = np.asarray(zero_point, dtype=np.int64)
+        self.axis = axis
+        self.dtype = np.dtype(dtype)
+        self.lo, self.hi = dtype_range(self.dtype)
+        self._bound: dict[tuple[int, np.dtype], Callable[[np.ndarray], np.ndarray]] = {}
+
+    def __call__(self, x: Any) -> np.ndarray:
+        x = np.asarray(x)
+        return self.bind(x.ndim, x.dtype)(x)
+
+    def bind(self, ndim: int, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """``self`` for inputs of rank ``ndim`` and dtype ``dtype``: parameters shaped and converted once."""
+        key = (ndim, np.dtype(dtype))
+        fn = self._bound.get(key)
+        if fn is None:
+            fn = self._bound[key] = self._new_binding(*key)
+        return fn
+
+    def exact(self, x: Any) -> np.ndarray:
+        """The definition as written (module docstring), for any input."""
+        x = np.asarray(x)
+        work = np.float64 if x.dtype == np.float64 else np.float32
+        s = along_axis(self.scale.astype(work), self.axis, x.ndim)
+        z = along_axis(self.zero_point, self.axis, x.ndim)
+        with np.errstate(invalid="ignore", over="ignore"):
+            r = np.rint(x.astype(work, copy=False) / s).astype(np.float64)
+        r = np.where(np.isnan(r), 0.0, r)
+        # Clamp in float64 (exact for every int32 bound) before the integer cast.
+        r = np.clip(r, self.lo - z, self.hi - z)
+        return (r.astype(np.int64) + z).astype(self.dtype)
+
+    def _new_binding(self, ndim: int, dt: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
+        work = np.dtype(np.float64 if dt == np.float64 else np.float32)
+        s = along_axis(self.scale.astype(work), self.axis, ndim)
+        z = along_axis(self.zero_point, self.axis, ndim)
+        lo_z, hi_z = self.lo - z, self.hi - z
+        out_dtype = self.dtype
+        exact = self.exact
+
+        reach = max(int(np.abs(lo_z).max()), int(np.abs(hi_z).max()))
+        if ndim == 0 or reach > (_F32_INTS if work == np.float32 else F64_EXACT_PRODUCT):
+            return exact
+        lo_w, hi_w = lo_z.astype(work), hi_z.astype(work)
+        z_w = z.astype(work) if np.any(z != 0) else None
+        convert = dt != work
+        lo_zero, hi_zero = not np.any(lo_z != 0), not np.any(hi_z != 0)  # e.g. uint8 with z = 0
+
+        def run(x: np.ndarray) -> np.ndarray:
+            if not x.size:
+                return exact(x)
+            with np.errstate(invalid="ignore", over="ignore"):
+                r = np.divide(x.astype(work) if convert else x, s)
+            np.rint(r, out=r)
+            # fmax/fmin give the bound for NaN: where the first bound is 0, that is what NaN maps to
+            if lo_zero:
+                np.fmax(r, lo_w, out=r)
+                np.fmin(r, hi_w, out=r)
+            elif hi_zero:
+                np.fmin(r, hi_w, out=r)
+                np.fmax(r, lo_w, out=r)
+            else:
+                if np.isnan(np.minimum.reduce(r, axis=None)):  # NaN propagates through the minimum
+                    r[np.isnan(r)] = 0
+                np.maximum(r, lo_w, out=r)
+                np.minimum(r, hi_w, out=r)
+            if z_w is not None:
+                r += z_w
+            return r.astype(out_dtype)
+
+        return run
+
+
+class Dequantizer:
+    """:func:`dequantize` for fixed parameters, bound per input rank and dtype.
+
+    The definition subtracts ``z`` in int64 and converts to float32. For data
+    of at most 16 bits and ``|z| < 2^23`` the difference is an integer below
+    2^24, which float32 holds: converting first and subtracting in float32
+    gives the same value, and with ``z = 0`` (any integer dtype up to 32 bits)
+    the conversion alone does.
+    """
+
+    def __init__(self, scale: Any, zero_point: Any, axis: int | None = None) -> None:
+        self.scale = np.asarray(scale, dtype=np.float32)
+        self.zero_point = np.asarray(zero_point, dtype=np.int64)
+        self.axis = axis
+        self._bound: dict[tuple[int, np.dtype], Callable[[np.ndarray], np.ndarray]] = {}
+
+    def __call__(self, q: Any) -> np.ndarray:
+        q = np.asarray(q)
+        return self.bind(q.ndim, q.dtype)(q)
+
+    def bind(self, ndim: int, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """``self`` for inputs of rank ``ndim`` and dtype ``dtype``."""
+        key = (ndim, np.dtype(dtype))
+        fn = self._bound.get(key)
+        if fn is None:
+            fn = self._bound[key] = self._new_binding(*key)
+        return fn
+
+    def exact(self, q: Any) -> np.ndarray:
+        """The definition as written (module docstring), for any input."""
+        q64 = np.asarray(q, dtype=np.int64)
+        s = along_axis(self.scale, self.axis, q64.ndim)
+        z = along_axis(self.zero_point, self.axis, q64.ndim)
+        return ((q64 - z).astype(np.float32) * s).astype(np.float32)
+
+    def _new_binding(self, ndim: int, dt: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
+        s = along_axis(self.scale, self.axis, ndim)
+        z = along_axis(self.zero_point, self.axis, ndim)
+        definition = self.exact
+
+        if ndim == 0 or dt.kind not in "iu" or dt.itemsize > 4:
+            return definition
+        if not np.any(z != 0):
+
+            def scaled(q: np.ndarray) -> np.ndarray:
+                return np.multiply(q, s, dtype=np.float32)
+
+            return scaled
+        if dt.itemsize > 2 or int(np.abs(z).max()) >= 1 << 23:
+            return definition
+        z32 = z.astype(np.float32)
+
+        def centred(q: np.ndarray) -> np.ndarray:
+            r = np.subtract(q, z32, dtype=np.float32)
+            r *= s
+            return r
+
+        return centred

@@ -403,12 +403,27 @@ def _softmax_rule(attrs: Any, x: TensorType) -> TensorType:
     return x
 
 
-@register_op("nn.softmax", infer=_softmax_rule, attrs={"axis": -1})
+def _prepare_softmax(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
+    """Axis and work dtype once per node; ``np.max``/``np.sum`` are these same ufunc reductions
+    behind a Python wrapper that costs as much as the arithmetic on small tensors."""
+    t = ctx.in_types[0]
+    if t.size == 0:
+        return lambda x: x.copy()
+    axis = normalize_axis(ctx.attrs["axis"], t.rank)
+    dtype = t.np_dtype
+    widen = dtype == np.float16
+
+    def run(x: np.ndarray) -> np.ndarray:
+        work = x.astype(np.float32) if widen else x
+        e = np.subtract(work, np.maximum.reduce(work, axis=axis, keepdims=True))
+        np.exp(e, out=e)
+        e /= np.add.reduce(e, axis=axis, keepdims=True)
+        return e.astype(dtype, copy=False)
+
+    return run
+
+
+@register_op("nn.softmax", infer=_softmax_rule, attrs={"axis": -1}, prepare=_prepare_softmax)
 def softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) along ``axis`` (float16 is computed in float32)."""
-    if x.size == 0:
-        return x.copy()
-    axis = ctx.attrs["axis"]
-    work = x.astype(np.float32) if x.dtype == np.float16 else x
-    e = np.exp(work - np.max(work, axis=axis, keepdims=True))
-    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype, copy=False)
+    return _prepare_softmax(ctx)(x)

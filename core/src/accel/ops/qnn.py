@@ -149,17 +149,23 @@ def _quantize_rule(attrs: Mapping[str, Any], x: TensorType) -> TensorType:
     return TensorType(x.shape, dt, q)
 
 
+def _prepare_quantize(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
+    """The output parameters shaped and converted once (:class:`accel.quant.Quantizer`)."""
+    x, out = ctx.in_types[0], ctx.out_types[0]
+    q = out.quant
+    assert q is not None
+    return quant.Quantizer(q.scale, q.zero_point, out.dtype, q.axis).bind(x.rank, x.dtype)
+
+
 @register_op(
     "qnn.quantize",
     infer=_quantize_rule,
     attrs={"scale": REQUIRED, "zero_point": REQUIRED, "axis": None, "out_dtype": "uint8"},
+    prepare=_prepare_quantize,
 )
 def qnn_quantize(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """ONNX QuantizeLinear: ``saturate(round_half_even(x / s) + z)``."""
-    out = ctx.out_types[0]
-    q = out.quant
-    assert q is not None
-    return quant.quantize(x, q.scale, q.zero_point, out.dtype, q.axis)
+    return _prepare_quantize(ctx)(x)
 
 
 def _dequantize_rule(attrs: Mapping[str, Any], x: TensorType) -> TensorType:
@@ -167,12 +173,18 @@ def _dequantize_rule(attrs: Mapping[str, Any], x: TensorType) -> TensorType:
     return TensorType(x.shape, "float32")
 
 
-@register_op("qnn.dequantize", infer=_dequantize_rule, attrs={"axis": None})
+def _prepare_dequantize(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
+    """The input parameters shaped and converted once (:class:`accel.quant.Dequantizer`)."""
+    x = ctx.in_types[0]
+    q = x.quant
+    assert q is not None
+    return quant.Dequantizer(q.scale, q.zero_point, q.axis).bind(x.rank, x.dtype)
+
+
+@register_op("qnn.dequantize", infer=_dequantize_rule, attrs={"axis": None}, prepare=_prepare_dequantize)
 def qnn_dequantize(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """ONNX DequantizeLinear: ``(q - z) * s`` in float32 (parameters from the input type)."""
-    q = ctx.in_types[0].quant
-    assert q is not None
-    return quant.dequantize(x, q.scale, q.zero_point, q.axis)
+    return _prepare_dequantize(ctx)(x)
 
 
 def _requantize_rule(attrs: Mapping[str, Any], x: TensorType) -> TensorType:
@@ -184,11 +196,12 @@ def _requantize_rule(attrs: Mapping[str, Any], x: TensorType) -> TensorType:
 
 
 def _prepare_requantize(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
-    """The node's multipliers encoded once (:class:`accel.quant.Requantizer`)."""
-    q = ctx.in_types[0].quant
-    out = ctx.out_types[0]
+    """The node's multipliers encoded once (:class:`accel.quant.Requantizer`), bound to its input type."""
+    x, out = ctx.in_types[0], ctx.out_types[0]
+    q = x.quant
     assert q is not None and out.quant is not None
-    return quant.Requantizer(q.scale, q.zero_point, out.quant.scale, out.quant.zero_point, out.dtype, q.axis)
+    r = quant.Requantizer(q.scale, q.zero_point, out.quant.scale, out.quant.zero_point, out.dtype, q.axis)
+    return r.bind(x.shape, x.dtype)
 
 
 @register_op(
