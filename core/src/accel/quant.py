@@ -244,7 +244,24 @@ def _work_buffers(n: int, int_dtype: Any) -> tuple[np.ndarray, np.ndarray, np.nd
     return got
 
 
-class Requantizer:
+class _BoundPerInput:
+    """A kernel whose parameters are converted, and whose path is chosen, once per
+    kind of input (a key such as rank or shape, and dtype), then reused."""
+
+    def __init__(self) -> None:
+        self._bound: dict[Any, Callable[[np.ndarray], np.ndarray]] = {}
+
+    def _binding(self, *key: Any) -> Callable[[np.ndarray], np.ndarray]:
+        fn = self._bound.get(key)
+        if fn is None:
+            fn = self._bound[key] = self._new_binding(*key)
+        return fn
+
+    def _new_binding(self, *key: Any) -> Callable[[np.ndarray], np.ndarray]:
+        raise NotImplementedError
+
+
+class Requantizer(_BoundPerInput):
     """:func:`requantize` for fixed parameters: multipliers encoded once, then applied to any array.
 
     Two implementations of the one definition:
@@ -333,7 +350,7 @@ class Requantizer:
         self._any_input = 2.0 ** (52 - n_max) >= 2 * (max(abs(self.low), abs(self.high)) + 1)
         self._small_int = self.out_dtype.itemsize < 4
         self._layouts: dict[tuple[int, ...], tuple[int, int, bool, np.ndarray, np.ndarray | None]] = {}
-        self._bound: dict[tuple[tuple[int, ...], np.dtype], Callable[[np.ndarray], np.ndarray]] = {}
+        super().__init__()
 
     # -- the two implementations ---------------------------------------------------
 
@@ -346,11 +363,7 @@ class Requantizer:
     def bind(self, shape: tuple[int, ...], dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
         """``self`` for integer inputs of one shape and dtype, with the path chosen once where the
         dtype decides it (executors bind a node's requantizer to its input type)."""
-        key = (tuple(shape), np.dtype(dtype))
-        fn = self._bound.get(key)
-        if fn is None:
-            fn = self._bound[key] = self._new_binding(*key)
-        return fn
+        return self._binding(tuple(shape), np.dtype(dtype))
 
     def _new_binding(self, shape: tuple[int, ...], dt: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
         size = math.prod(shape)
@@ -578,7 +591,7 @@ def dequantize(q: Any, scale: Any, zero_point: Any, axis: int | None = None) -> 
 _F32_INTS = 1 << 24
 
 
-class Quantizer:
+class Quantizer(_BoundPerInput):
     """:func:`quantize` for fixed parameters, bound per input rank and dtype.
 
     The definition divides in the work dtype (float32, or float64 for float64
@@ -597,7 +610,7 @@ class Quantizer:
         self.axis = axis
         self.dtype = np.dtype(dtype)
         self.lo, self.hi = dtype_range(self.dtype)
-        self._bound: dict[tuple[int, np.dtype], Callable[[np.ndarray], np.ndarray]] = {}
+        super().__init__()
 
     def __call__(self, x: Any) -> np.ndarray:
         x = np.asarray(x)
@@ -605,11 +618,7 @@ class Quantizer:
 
     def bind(self, ndim: int, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
         """``self`` for inputs of rank ``ndim`` and dtype ``dtype``: parameters shaped and converted once."""
-        key = (ndim, np.dtype(dtype))
-        fn = self._bound.get(key)
-        if fn is None:
-            fn = self._bound[key] = self._new_binding(*key)
-        return fn
+        return self._binding(ndim, np.dtype(dtype))
 
     def exact(self, x: Any) -> np.ndarray:
         """The definition as written (module docstring), for any input."""
@@ -665,7 +674,7 @@ class Quantizer:
         return run
 
 
-class Dequantizer:
+class Dequantizer(_BoundPerInput):
     """:func:`dequantize` for fixed parameters, bound per input rank and dtype.
 
     The definition subtracts ``z`` in int64 and converts to float32. For data
@@ -679,7 +688,7 @@ class Dequantizer:
         self.scale = np.asarray(scale, dtype=np.float32)
         self.zero_point = np.asarray(zero_point, dtype=np.int64)
         self.axis = axis
-        self._bound: dict[tuple[int, np.dtype], Callable[[np.ndarray], np.ndarray]] = {}
+        super().__init__()
 
     def __call__(self, q: Any) -> np.ndarray:
         q = np.asarray(q)
@@ -687,11 +696,7 @@ class Dequantizer:
 
     def bind(self, ndim: int, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
         """``self`` for inputs of rank ``ndim`` and dtype ``dtype``."""
-        key = (ndim, np.dtype(dtype))
-        fn = self._bound.get(key)
-        if fn is None:
-            fn = self._bound[key] = self._new_binding(*key)
-        return fn
+        return self._binding(ndim, np.dtype(dtype))
 
     def exact(self, q: Any) -> np.ndarray:
         """The definition as written (module docstring), for any input."""
