@@ -261,6 +261,18 @@ class _BoundPerInput:
         raise NotImplementedError
 
 
+class _BoundPerRank(_BoundPerInput):
+    """Bound per input rank and dtype (elementwise kernels with per-axis parameters)."""
+
+    def __call__(self, x: Any) -> np.ndarray:
+        x = np.asarray(x)
+        return self.bind(x.ndim, x.dtype)(x)
+
+    def bind(self, ndim: int, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """``self`` for inputs of rank ``ndim`` and dtype ``dtype``: parameters shaped and converted once."""
+        return self._binding(ndim, np.dtype(dtype))
+
+
 class Requantizer(_BoundPerInput):
     """:func:`requantize` for fixed parameters: multipliers encoded once, then applied to any array.
 
@@ -591,7 +603,7 @@ def dequantize(q: Any, scale: Any, zero_point: Any, axis: int | None = None) -> 
 _F32_INTS = 1 << 24
 
 
-class Quantizer(_BoundPerInput):
+class Quantizer(_BoundPerRank):
     """:func:`quantize` for fixed parameters, bound per input rank and dtype.
 
     The definition divides in the work dtype (float32, or float64 for float64
@@ -611,14 +623,6 @@ class Quantizer(_BoundPerInput):
         self.dtype = np.dtype(dtype)
         self.lo, self.hi = dtype_range(self.dtype)
         super().__init__()
-
-    def __call__(self, x: Any) -> np.ndarray:
-        x = np.asarray(x)
-        return self.bind(x.ndim, x.dtype)(x)
-
-    def bind(self, ndim: int, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
-        """``self`` for inputs of rank ``ndim`` and dtype ``dtype``: parameters shaped and converted once."""
-        return self._binding(ndim, np.dtype(dtype))
 
     def exact(self, x: Any) -> np.ndarray:
         """The definition as written (module docstring), for any input."""
@@ -674,7 +678,7 @@ class Quantizer(_BoundPerInput):
         return run
 
 
-class Dequantizer(_BoundPerInput):
+class Dequantizer(_BoundPerRank):
     """:func:`dequantize` for fixed parameters, bound per input rank and dtype.
 
     The definition subtracts ``z`` in int64 and converts to float32. For data
@@ -689,14 +693,6 @@ class Dequantizer(_BoundPerInput):
         self.zero_point = np.asarray(zero_point, dtype=np.int64)
         self.axis = axis
         super().__init__()
-
-    def __call__(self, q: Any) -> np.ndarray:
-        q = np.asarray(q)
-        return self.bind(q.ndim, q.dtype)(q)
-
-    def bind(self, ndim: int, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
-        """``self`` for inputs of rank ``ndim`` and dtype ``dtype``."""
-        return self._binding(ndim, np.dtype(dtype))
 
     def exact(self, q: Any) -> np.ndarray:
         """The definition as written (module docstring), for any input."""
