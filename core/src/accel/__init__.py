@@ -5,6 +5,10 @@ Python API::
     import accel
     graph = accel.import_onnx("model.onnx")      # ONNX -> IR (simplified)
     outputs = accel.execute(graph, {"x": array})  # numpy reference executor
+
+    artifact = accel.compile("model.onnx", backends="ethosn,acl")
+    artifact.save("model.accel")
+    outputs = accel.load("model.accel").run({"x": array})
 """
 
 from __future__ import annotations
@@ -44,6 +48,27 @@ def import_onnx(model, *, optimize: bool = True, input_shapes=None, base_dir=Non
     return graph
 
 
+def get_include() -> str:
+    """Absolute path of the folder holding ``accel/runtime_abi.h`` (the C runtime ABI), for compilers."""
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
+def compile(model, backends=None, **kwargs):
+    """Compile a model for a composite target; see :func:`accel.compiler.compile`."""
+    from accel.compiler import compile as _compile
+
+    return _compile(model, backends, **kwargs)
+
+
+def load(path):
+    """Load an ``.accel`` artifact as an :class:`accel.runtime.Executable`."""
+    from accel.artifact import load as _load
+
+    return _load(path)
+
+
 def execute(graph: Graph, inputs: dict) -> dict:
     """Run ``graph`` on the numpy reference kernels: ``{name: array} -> {name: array}``."""
     from accel.executor import ReferenceExecutor
@@ -59,6 +84,9 @@ __all__ = [
     "TensorType",
     "Value",
     "__version__",
+    "compile",
     "execute",
+    "get_include",
     "import_onnx",
+    "load",
 ]

@@ -27,10 +27,13 @@ app = typer.Typer(
     help=(
         "Compile an ONNX model for a host plus accelerator backends, and run it.\n\n"
         "Examples:\n\n"
-        "  accel run                      # the embedded digits model on its held-out digits\n\n"
-        "  accel run model.onnx --repeat 20\n\n"
+        "  accel run                           # the embedded digits model on its held-out digits\n\n"
+        "  accel backends                      # installed backend plugins and their state\n\n"
+        "  accel compile model.onnx --backends ethosn,acl   # -> model.accel\n\n"
+        "  accel run model.accel --repeat 20   # run a compiled artifact (or a model, on the host)\n\n"
         "  accel run model.onnx --input x=x.npy --output out.npz\n\n"
-        "  accel inspect model.onnx       # the imported IR, as text"
+        "  accel inspect model.onnx --backends ethosn,acl --format html > report.html\n\n"
+        "  accel inspect model.onnx            # the imported IR, as text"
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -115,11 +118,32 @@ def _timing(seconds: list[float]) -> str:
     return f"mean {ms.mean():.3f} ms, median {np.median(ms):.3f} ms, min {ms.min():.3f} ms over {len(ms)} runs"
 
 
+def _load_runner(path: Path) -> tuple[Any, str]:
+    """An executor for ``path``: a compiled artifact, or an ONNX model on the reference executor."""
+    from accel.artifact import is_artifact, read_artifact
+
+    if path.suffix == ".accel" or is_artifact(path):
+        with err.status(f"loading {path.name} ...", spinner="dots"):
+            artifact = read_artifact(path)
+            executable = artifact.executable()
+        parts = artifact.partitions
+        where = ", ".join(f"{n} on {b}" for n, b in parts) if parts else "everything on the host"
+        host_ops = sum(1 for n in executable.graph.nodes if "compiler" not in n.attrs)
+        return executable, f"{path.name}: {len(parts)} partition(s) ({where}), {host_ops} host op(s)"
+    from accel.executor import ReferenceExecutor
+
+    graph = _load_model(path)
+    return ReferenceExecutor(graph), f"{path.name}: {len(graph.nodes)} ops on the reference executor"
+
+
 @app.command()
 def run(
     model: Annotated[
         Optional[Path],
-        typer.Argument(help="ONNX model. Default: the embedded quantized digits model, scored on its held-out digits."),
+        typer.Argument(
+            help="A compiled .accel artifact, or an ONNX model (run on the host's reference executor). "
+            "Default: the embedded quantized digits model, scored on its held-out digits."
+        ),
     ] = None,
     input: Annotated[
         Optional[list[str]],
@@ -133,23 +157,20 @@ def run(
     ] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
 ) -> None:
-    """Run a model on the reference executor and print its outputs and timing."""
+    """Run a compiled artifact or a model and print its outputs and timing."""
     if model is None:
         if input or output:
             raise InputError("--input/--output need a MODEL; without one, run scores the embedded digits model")
         _run_default(repeat)
         return
-    graph = _load_model(model)
-    from accel.executor import ReferenceExecutor
-
-    executor = ReferenceExecutor(graph)
-    inputs = _parse_inputs(input or []) if input else random_inputs(graph, seed)
+    runner, headline = _load_runner(model)
+    inputs = _parse_inputs(input or []) if input else random_inputs(runner.graph, seed)
     times = []
     for _ in track(range(repeat), description="running", console=err, transient=True, disable=repeat < 5):
         t0 = time.perf_counter()
-        results = executor.run(inputs)
+        results = runner.run(inputs)
         times.append(time.perf_counter() - t0)
-    out.print(f"{model.name}: {len(graph.nodes)} ops on the reference executor")
+    out.print(headline)
     table = Table()
     for col in ("output", "dtype", "shape", "min", "max", "mean"):
         table.add_column(col, justify="left" if col in ("output", "dtype", "shape") else "right")
@@ -209,26 +230,182 @@ def _run_default(repeat: int) -> None:
     out.print(table)
 
 
+BACKENDS_HELP = "Backends in priority order, comma-separated (e.g. ethosn,acl). See `accel backends`."
+TARGET_HELP = 'A composite target file: {"host": "cpu", "devices": [{"kind": "ethosn", "options": {...}}, ...]}.'
+
+
+def _target(backends: Optional[str], target: Optional[Path]) -> Any:
+    from accel.compiler import resolve_target
+
+    return resolve_target(backends, str(target) if target is not None else None)
+
+
+@app.command()
+def compile(
+    model: Annotated[
+        Optional[Path], typer.Argument(help="ONNX model. Default: the embedded quantized digits model.")
+    ] = None,
+    backends: Annotated[Optional[str], typer.Option("--backends", "-b", help=BACKENDS_HELP)] = None,
+    target: Annotated[Optional[Path], typer.Option("--target", "-t", help=TARGET_HELP)] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="The artifact to write. Default: MODEL's stem + .accel.")
+    ] = None,
+    report: Annotated[
+        Optional[Path], typer.Option("--report", help="Also write the partition report as one HTML page.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every host node with its reasons.")] = False,
+) -> None:
+    """Partition a model for a host plus backends and write one .accel artifact.
+
+    Every node goes to the first backend (in --backends order) that takes it;
+    the rest runs on the host. The table shows the partitions per backend and
+    why the ops left on the host were declined.
+    """
+    from accel.compiler import compile as compile_model
+    from accel.render import print_report, report_to_html
+
+    if model is None:
+        from accel.models import default_model_path
+
+        model = default_model_path(quantized=True)
+    tgt = _target(backends, target)
+    out_path = output if output is not None else Path(model.stem + ".accel")
+    t0 = time.perf_counter()
+    with err.status(f"compiling {model.name} for {tgt.describe()} ...", spinner="dots") as status:
+
+        def progress(stage: str, done: int, total: int) -> None:
+            status.update(f"compiling {model.name}: {stage} {done}/{total} ...")
+
+        artifact = compile_model(model, target=tgt, progress=progress)
+        artifact.save(out_path)
+    elapsed = time.perf_counter() - t0
+    print_report(artifact.report, out, verbose=verbose)
+    if report is not None:
+        _write_text(report, report_to_html(artifact.report, f"{model.name} on {tgt.describe()}"))
+        out.print(f"wrote {report}")
+    size = out_path.stat().st_size
+    out.print(f"wrote {out_path} ({size / 1e6:.2f} MB) in {elapsed:.2f} s")
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 @app.command()
 def inspect(
-    model: Annotated[Path, typer.Argument(help="ONNX model.")],
+    model: Annotated[Path, typer.Argument(help="An ONNX model or a compiled .accel artifact.")],
+    backends: Annotated[
+        Optional[str], typer.Option("--backends", "-b", help=BACKENDS_HELP + " Shows how MODEL would be partitioned.")
+    ] = None,
+    target: Annotated[Optional[Path], typer.Option("--target", "-t", help=TARGET_HELP)] = None,
     format: Annotated[
-        str, typer.Option("--format", "-f", help="text (the IR) or json (graph document, no weights).")
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="text, json or html. For a model without --backends: the IR (text) or its graph document (json). "
+            "With --backends, or for an artifact: the partition report (html: one self-contained page).",
+        ),
     ] = "text",
-    raw: Annotated[bool, typer.Option(help="Show the graph as imported, before the simplifying passes.")] = False,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")] = None,
+    raw: Annotated[bool, typer.Option(help="Model IR as imported, before the simplifying passes.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every host node with its reasons.")] = False,
 ) -> None:
-    """Print a model's IR after import (and, unless --raw, after the standard passes)."""
-    if format not in ("text", "json"):
-        raise InputError(f"--format must be text or json, got {format!r}")
-    with err.status(f"importing {model.name} ...", spinner="dots"):
-        graph = accel.import_onnx(model, optimize=not raw)
-    if format == "text":
-        out.print(str(graph), markup=False, soft_wrap=True)
-    else:
-        from accel.serialize import graph_to_json
+    """Show a model's IR, how it partitions for a target, or what an artifact holds."""
+    from accel.artifact import is_artifact, read_artifact
+    from accel.render import print_report, report_to_html, report_to_json
 
-        doc, _ = graph_to_json(graph)
-        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    if format not in ("text", "json", "html"):
+        raise InputError(f"--format must be text, json or html, got {format!r}")
+    if model.suffix == ".accel" or is_artifact(model):
+        if backends or target:
+            raise InputError("--backends/--target apply to a model; an artifact was compiled for its own target")
+        artifact = read_artifact(model)
+        rep, title = artifact.report, f"{model.name} ({artifact.target.describe()})"
+    elif backends is None and target is None:
+        if format == "html":
+            raise InputError("--format html draws a partitioning: give --backends (or --target)")
+        with err.status(f"importing {model.name} ...", spinner="dots"):
+            graph = accel.import_onnx(model, optimize=not raw)
+        if format == "text":
+            text = str(graph) + "\n"
+        else:
+            from accel.serialize import graph_to_json
+
+            doc, _ = graph_to_json(graph)
+            text = json.dumps(doc, indent=1) + "\n"
+        _emit(text, output)
+        return
+    else:
+        from accel.partition import partition_graph
+
+        tgt = _target(backends, target)
+        instances = tgt.instantiate()
+        with err.status(f"partitioning {model.name} for {tgt.describe()} ...", spinner="dots"):
+            graph = accel.import_onnx(model)
+            rep = partition_graph(graph, instances, materialize=False).report
+        title = f"{model.name} on {tgt.describe()}"
+    if format == "json":
+        _emit(json.dumps(report_to_json(rep), indent=1) + "\n", output)
+    elif format == "html":
+        _emit(report_to_html(rep, title), output)
+    elif output is not None:
+        console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+        print_report(rep, console, verbose=verbose)
+        _emit(console.export_text(), output)
+    else:
+        out.print(title)
+        print_report(rep, out, verbose=verbose)
+
+
+def _emit(text: str, output: Optional[Path]) -> None:
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        _write_text(output, text)
+        err.print(f"wrote {output}")
+
+
+@app.command()
+def backends(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show each broken plugin's full traceback.")] = False,
+) -> None:
+    """List the installed backend plugins: version, runtime ABI, state, and what they support.
+
+    Plugins are found through the `accel.backends` entry point group. Switches:
+    ACCEL_DISABLE_PLUGINS=a,b skips plugins; ACCEL_LOAD_PLUGINS=a,b loads only those.
+    """
+    from accel.backend import ABI_VERSION
+    from accel.plugins import statuses
+
+    found = statuses()
+    if not found:
+        out.print("no backend plugins installed (try: pip install accel-acl); everything runs on the host")
+        return
+    table = Table(title=f"backend plugins (this accel-core speaks runtime ABI {ABI_VERSION})")
+    for col in ("backend", "distribution", "version", "ABI", "state", "patterns", "ops", "layout"):
+        table.add_column(col, justify="right" if col in ("ABI", "patterns", "ops") else "left")
+    for s in found:
+        layout = s.backend.layout if s.backend is not None else ""
+        abi = "" if s.abi_version is None else str(s.abi_version)
+        state = s.state if s.ok else f"[red]{s.state}[/red]"
+        table.add_row(s.name, s.distribution, s.version, abi, state, str(s.patterns), str(s.ops), layout)
+    out.print(table)
+    for s in found:
+        if not s.ok:
+            out.print(f"{s.name}: {s.error}", markup=False, soft_wrap=True)
+            if verbose and s.traceback:
+                out.print(s.traceback, markup=False, soft_wrap=True)
+    if not verbose and any(s.traceback for s in found):
+        out.print("(accel backends --verbose shows the tracebacks)")
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -45,3 +45,31 @@ class SerializationError(AccelError):
 
 class QuantizationError(AccelError, ValueError):
     """A quantization parameter that has no valid fixed-point encoding."""
+
+
+class PluginError(AccelError):
+    """A backend plugin that is broken: fails to import, registers something invalid, raises in a hook."""
+
+
+class BackendNotFoundError(PluginError):
+    """A backend named in a target that is not installed or cannot be used here."""
+
+
+class AbiMismatchError(PluginError):
+    """A backend runtime built against another version of the runtime ABI."""
+
+
+class TargetError(AccelError):
+    """A composite target that is malformed: unknown key, bad option value, duplicate device."""
+
+
+class PartitionError(AccelError):
+    """Partitioning failed (for example, a serializer refused a partition it had claimed)."""
+
+
+class BackendRuntimeError(AccelError):
+    """A backend runtime refused a blob or failed while running it."""
+
+
+class ArtifactError(AccelError):
+    """An .accel artifact that cannot be loaded: corrupt, truncated, tampered with or from another version."""

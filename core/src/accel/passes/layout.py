@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import GraphError
-from accel.ir import Graph, Node, QuantParams, Value
+from accel.ir import Graph, Node, QuantParams, TensorType, Value
 from accel.ops.nn import pad_pairs
 from accel.ops.registry import infer_node_types
 from accel.passes._rewrite import Rewriter, is_identity, permute_quant, transposed_const
@@ -89,13 +89,52 @@ def convert_layout(graph: Graph, layout: str = "NHWC") -> Graph:
     return _LayoutConverter(g, layout).run()
 
 
+def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, Perm]]]:
+    """``graph`` converted to ``layout``, with where each new value comes from.
+
+    For the partitioner: returns the converted graph and, for every value of
+    it that stands for a value of ``graph`` (``new = transpose(original, p)``),
+    ``{id(new): (original name, p)}``. Node names are those of ``graph``
+    (transposes the conversion adds have new names). Constant weights are
+    re-laid out as transposed *views* (no copy): call
+    :func:`contiguous_constants` on what is kept.
+    """
+    if layout not in LAYOUTS:
+        raise GraphError(f"layout {layout!r} is not supported; use one of {', '.join(LAYOUTS)}")
+    g = graph.copy()
+    names = {id(v): v.name for v in g.values()}
+    conv = _LayoutConverter(g, layout, lazy_constants=True)
+    view = conv.run()
+    origin: dict[int, tuple[str, Perm]] = {}
+    for v in view.values():
+        if id(v) in names:
+            origin[id(v)] = (names[id(v)], tuple(range(v.type.rank)))
+    for new_id, (old, p) in conv.origin.items():
+        if id(old) in names:
+            origin[new_id] = (names[id(old)], p)
+    return view, origin
+
+
+def contiguous_constants(graph: Graph) -> None:
+    """Give every constant of ``graph`` (nested graphs included) C-contiguous data, in place."""
+    for g in [graph, *(n.body for n in graph.walk() if n.body is not None)]:
+        for v in g.constants():
+            if v.const is not None and not v.const.flags.c_contiguous:
+                data = np.ascontiguousarray(v.const)
+                data.setflags(write=False)
+                v.const = data
+
+
 class _LayoutConverter:
-    def __init__(self, graph: Graph, layout: str):
+    def __init__(self, graph: Graph, layout: str, *, lazy_constants: bool = False):
         self.g = graph
         self.layout = layout
         self.rw = Rewriter(graph)
         self.rep: dict[int, tuple[Value, Perm]] = {}
         self.cache: dict[tuple[int, Perm], Value] = {}
+        self.lazy_constants = lazy_constants
+        #: id(new value) -> (original value, p) with new = transpose(original, p)
+        self.origin: dict[int, tuple[Value, Perm]] = {}
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
@@ -114,11 +153,15 @@ class _LayoutConverter:
         if hit is not None:
             return hit
         axes = tuple(cur.index(i) for i in p)
-        if nv.const is not None:
+        if nv.const is not None and self.lazy_constants:
+            view = np.transpose(nv.const, axes)
+            out = Value(self.g.fresh_name(nv.name), TensorType.of(view, permute_quant(nv.type.quant, axes)), None, view)
+        elif nv.const is not None:
             out = transposed_const(self.g, nv, axes)
         else:
             out = self.rw.emit("transpose", [nv], {"axes": axes}).output
         self.cache[key] = out
+        self.origin[id(out)] = (v, p)
         return out
 
     def plain(self, v: Value) -> Value:
@@ -131,6 +174,7 @@ class _LayoutConverter:
                 f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
             )
         self.rep[id(old)] = (new, p)
+        self.origin[id(new)] = (old, p)
 
     def make(self, old: Node, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None) -> Node:
         """``old`` rebuilt on new inputs under its own names (types inferred)."""

@@ -1,0 +1,304 @@
+"""The ``.accel`` artifact: one zip file holding a compiled model (DESIGN §7).
+
+Members::
+
+    manifest.json          Manifest (below): versions, target, backends, signature, sha256 of every member
+    graph.json             the host graph (accel.serialize format); partitions are ``call`` nodes
+    constants/<key>.npy    its constants (read with allow_pickle=False)
+    partitions/<name>.bin  one blob per partition, in its backend's own format
+    report.json            the partition report
+
+Loading runs no code from the file: it checks the manifest, every member's
+hash and every version first, then asks each backend's runtime to validate
+its blobs. Saving writes a temporary file and renames it, so a failed save
+leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from accel.backend import ABI_VERSION, Backend
+from accel.errors import AccelError, ArtifactError
+from accel.ir import CALL_OP, Graph
+from accel.report import Report
+from accel.runtime import Executable, create_handle
+from accel.serialize import graph_from_json, graph_to_json
+from accel.target import CompositeTarget
+
+FORMAT = "accel-artifact"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+#: Largest member accepted when loading (4 GiB).
+MAX_MEMBER_BYTES = 1 << 32
+
+
+class BackendRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    distribution: str
+    version: str
+    abi_version: int
+
+
+class TensorSignature(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    dtype: str
+    shape: list[int]
+
+
+class PartitionRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    backend: str
+    blob: str
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["accel-artifact"] = FORMAT
+    format_version: int = FORMAT_VERSION
+    accel_core_version: str
+    target: CompositeTarget
+    backends: list[BackendRecord]
+    inputs: list[TensorSignature]
+    outputs: list[TensorSignature]
+    partitions: list[PartitionRecord]
+    #: sha256 (hex) of every other member.
+    members: dict[str, str]
+
+
+def _signature(graph: Graph, outputs: bool) -> list[TensorSignature]:
+    values = graph.outputs if outputs else graph.inputs
+    return [TensorSignature(name=v.name, dtype=v.type.dtype, shape=list(v.type.shape)) for v in values]
+
+
+class Artifact:
+    """A compiled model in memory: ``.save(path)``, ``.executable()``, ``.report``."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        blobs: Mapping[str, bytes],
+        target: CompositeTarget,
+        backends: list[Backend],
+        report: Report,
+    ):
+        self.graph = graph
+        self.blobs = dict(blobs)
+        self.target = target
+        self.backends = backends
+        self.report = report
+
+    @property
+    def partitions(self) -> list[tuple[str, str]]:
+        """(partition name, backend) of every partition, in graph order."""
+        return [(n.name, n.attrs["compiler"]) for n in self.graph.nodes if n.op == CALL_OP and "compiler" in n.attrs]
+
+    def executable(self) -> Executable:
+        """Load every blob in its backend's runtime and plan the buffers."""
+        by_name = {b.name: b for b in self.backends}
+        handles = {name: create_handle(by_name[backend], self.blobs[name], name) for name, backend in self.partitions}
+        return Executable(self.graph, handles)
+
+    def to_bytes(self) -> bytes:
+        from accel import __version__
+
+        members: dict[str, bytes] = {}
+        doc, arrays = graph_to_json(self.graph)
+        members["graph.json"] = json.dumps(doc, separators=(",", ":")).encode()
+        for key, arr in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+            members[f"constants/{key}.npy"] = buf.getvalue()
+        records = []
+        for name, backend in self.partitions:
+            path = f"partitions/{name}.bin"
+            members[path] = self.blobs[name]
+            records.append(PartitionRecord(name=name, backend=backend, blob=path))
+        members["report.json"] = json.dumps(self.report.to_json(), separators=(",", ":")).encode()
+        used = {b for _, b in self.partitions}
+        manifest = Manifest(
+            accel_core_version=__version__,
+            target=self.target,
+            backends=[
+                BackendRecord(name=b.name, distribution=b.distribution, version=b.version, abi_version=ABI_VERSION)
+                for b in self.backends
+                if b.name in used
+            ],
+            inputs=_signature(self.graph, False),
+            outputs=_signature(self.graph, True),
+            partitions=records,
+            members={k: hashlib.sha256(v).hexdigest() for k, v in members.items()},
+        )
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
+            zf.writestr(MANIFEST, manifest.model_dump_json(indent=1))
+            for k, v in members.items():
+                zf.writestr(k, v)
+        return out.getvalue()
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the artifact atomically (a temporary file renamed into place)."""
+        path = Path(path)
+        data = self.to_bytes()
+        folder = path.parent if str(path.parent) else Path(".")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+        except OSError as exc:
+            raise ArtifactError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return path
+
+
+def read_artifact(path: str | os.PathLike[str], *, backends: Mapping[str, type[Backend]] | None = None) -> Artifact:
+    """Read and verify an artifact; every problem is an :class:`ArtifactError` (or a plugin error)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ArtifactError(f"artifact {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise ArtifactError(f"artifact {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    return artifact_from_bytes(data, where=str(path), backends=backends)
+
+
+def artifact_from_bytes(
+    data: bytes, *, where: str = "artifact", backends: Mapping[str, type[Backend]] | None = None
+) -> Artifact:
+    members = _read_members(data, where)
+    try:
+        manifest = Manifest.model_validate_json(members.pop(MANIFEST))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        raise ArtifactError(f"{where}: manifest.json is invalid at {loc or 'top level'}: {err.get('msg')}") from None
+    if manifest.format_version != FORMAT_VERSION:
+        raise ArtifactError(
+            f"{where}: artifact format version {manifest.format_version}; this accel-core reads version {FORMAT_VERSION}"
+        )
+    listed, present = set(manifest.members), set(members)
+    if listed != present:
+        extra = sorted(present - listed)
+        missing = sorted(listed - present)
+        what = f"member {extra[0]!r} is not listed in the manifest" if extra else f"member {missing[0]!r} is missing"
+        raise ArtifactError(f"{where}: {what}")
+    for name, digest in manifest.members.items():
+        if hashlib.sha256(members[name]).hexdigest() != digest:
+            raise ArtifactError(
+                f"{where}: member {name!r} does not match its sha256 in the manifest (corrupted or edited)"
+            )
+    for rec in manifest.backends:
+        if rec.abi_version != ABI_VERSION:
+            raise ArtifactError(
+                f"{where}: built for runtime ABI {rec.abi_version} (backend {rec.name} {rec.version}); "
+                f"this accel-core speaks ABI {ABI_VERSION}: recompile the model"
+            )
+    # Backends: every one the artifact uses must be installed and usable.
+    from accel.plugins import get_backend
+
+    dists = {r.name: r.distribution for r in manifest.backends}
+    instances: list[Backend] = []
+    for i, device in enumerate(manifest.target.devices):
+        if device.kind not in dists:
+            continue  # listed in the target but took no partition
+        try:
+            cls = get_backend(device.kind, backends)
+        except AccelError as exc:
+            dist = dists.get(device.kind)
+            hint = f"; install it with: pip install {dist}" if dist and "install" not in str(exc) else ""
+            raise type(exc)(f"{where}: {exc}{hint}") from None
+        try:
+            instances.append(cls(device.options))
+        except ValidationError as exc:
+            raise ArtifactError(
+                f"{where}: devices[{i}] ({device.kind}) options are invalid: {exc.errors()[0]['msg']}"
+            ) from None
+    try:
+        doc = json.loads(members["graph.json"])
+        arrays = {}
+        for name, blob in members.items():
+            if name.startswith("constants/") and name.endswith(".npy"):
+                arrays[name[len("constants/") : -len(".npy")]] = np.load(io.BytesIO(blob), allow_pickle=False)
+        graph = graph_from_json(doc, arrays)
+        report = Report.from_json(json.loads(members["report.json"]))
+    except AccelError as exc:
+        raise ArtifactError(f"{where}: the host graph cannot be read: {exc}") from None
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ArtifactError(f"{where}: a member cannot be read: {type(exc).__name__}: {exc}") from None
+    blobs = {}
+    calls = {n.name: n.attrs.get("compiler") for n in graph.nodes if n.op == CALL_OP and "compiler" in n.attrs}
+    for rec in manifest.partitions:
+        if calls.get(rec.name) != rec.backend:
+            raise ArtifactError(f"{where}: partition {rec.name!r} ({rec.backend}) is not in the host graph")
+        blobs[rec.name] = members[rec.blob]
+    if set(calls) != set(blobs):
+        raise ArtifactError(f"{where}: the host graph has partitions without blobs")
+    sig_in, sig_out = _signature(graph, False), _signature(graph, True)
+    if sig_in != manifest.inputs or sig_out != manifest.outputs:
+        raise ArtifactError(f"{where}: the host graph's signature differs from the manifest's")
+    return Artifact(graph, blobs, manifest.target, instances, report)
+
+
+def _read_members(data: bytes, where: str) -> dict[str, bytes]:
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise ArtifactError(f"{where} is not an accel artifact (not a zip file, or truncated)") from None
+    members: dict[str, bytes] = {}
+    with zf:
+        for info in zf.infolist():
+            if info.file_size > MAX_MEMBER_BYTES:
+                raise ArtifactError(f"{where}: member {info.filename!r} is too large ({info.file_size} bytes)")
+            if info.filename in members:
+                raise ArtifactError(f"{where}: member {info.filename!r} appears twice")
+            try:
+                members[info.filename] = zf.read(info)
+            except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+                raise ArtifactError(f"{where}: member {info.filename!r} is corrupted ({exc})") from None
+            except Exception as exc:  # zlib errors and the like: still a corrupt file
+                raise ArtifactError(f"{where}: member {info.filename!r} cannot be read ({exc})") from None
+    if MANIFEST not in members:
+        raise ArtifactError(f"{where} is not an accel artifact (no {MANIFEST})")
+    return members
+
+
+def load(path: str | os.PathLike[str]) -> Executable:
+    """Read an artifact and make it runnable: ``accel.load(path).run({name: array})``."""
+    return read_artifact(path).executable()
+
+
+def is_artifact(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` looks like an artifact (a zip with a manifest), without verifying it."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return MANIFEST in zf.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+__all__ = ["Artifact", "Manifest", "artifact_from_bytes", "is_artifact", "load", "read_artifact"]

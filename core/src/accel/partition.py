@@ -1,0 +1,528 @@
+"""Partitioning a graph for a composite target (DESIGN §4).
+
+:func:`partition_graph` takes a typed graph (in the model's NCHW layout) and
+the target's backends in priority order, and returns the host graph in which
+every offloaded region is a ``call`` node (``compiler=<backend>``) whose body
+is the region, in the backend's layout, with fused patterns as nested
+``call`` nodes (``composite=<backend>.<pattern>``). Steps:
+
+1. **Views.** For every layout a backend declares, the graph converted to that
+   layout (:func:`accel.passes.layout.layout_view`): patterns and checks see
+   the nodes exactly as that backend will receive them.
+2. **Assignment.** Backends in priority order; for each, its pattern table is
+   tried at every unclaimed node, from the outputs back (so the longest
+   pattern rooted at a node wins), composites claimed whole; then its per-op
+   checks claim single nodes. Every refusal is kept as a reason.
+3. **Regions.** A Kahn traversal of the units (composites and single nodes)
+   that keeps taking ready units of the current backend and only switches
+   when none is left: each region is a contiguous run of one topological
+   order, so no region can reach itself through the outside (no cycle), in
+   O(n log n).
+4. **Profitability.** A region that only moves data, or whose boundary copies
+   outweigh its work (per backend, overridable in the target), goes back:
+   its nodes are offered to the next backends, then the host.
+5. **Layout.** Region inputs and outputs get host transposes from and to the
+   model's layout; a transpose back followed by its inverse cancels, so two
+   adjacent NHWC regions exchange NHWC tensors directly.
+6. **Report** (:mod:`accel.report`): where each node runs, and why each
+   backend before it declined.
+
+Requires a typed graph in topological order; the input graph is not modified.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from accel.backend import Backend, RegionInfo, count_work
+from accel.errors import AccelError, PartitionError
+from accel.ir import CALL_OP, Graph, Node, Value
+from accel.passes.dce import remove_dead_nodes
+from accel.passes.layout import contiguous_constants, layout_view
+from accel.pattern import PatternMatcher
+from accel.report import HOST, NodeReport, PartitionReport, Report
+
+Perm = tuple[int, ...]
+Progress = Callable[[str], None]
+
+
+@dataclass
+class PartitionResult:
+    """The host graph (offloaded regions as ``call`` nodes) and the report."""
+
+    graph: Graph
+    report: Report
+
+    @property
+    def regions(self) -> list[Node]:
+        return [n for n in self.graph.nodes if n.op == CALL_OP and "compiler" in n.attrs]
+
+
+def partition_graph(
+    graph: Graph,
+    backends: Sequence[Backend],
+    *,
+    layout: str = "NCHW",
+    materialize: bool = True,
+) -> PartitionResult:
+    """Partition ``graph`` for ``backends`` (priority order). See the module docstring.
+
+    ``layout`` is the layout of the graph's 4-D tensors. With ``materialize``
+    off, re-laid-out weights in region bodies stay transposed views (call
+    :func:`accel.passes.layout.contiguous_constants` before serializing).
+    """
+    t0 = time.perf_counter()
+    names = [b.name for b in backends]
+    if len(set(names)) != len(names):
+        raise PartitionError(f"a backend is listed twice in the target: {', '.join(names)}")
+    p = _Partitioner(graph, list(backends), layout)
+    p.run()
+    result = p.build()
+    if materialize:
+        for region in result.regions:
+            assert region.body is not None
+            contiguous_constants(region.body)
+    result.report.timings["partition"] = time.perf_counter() - t0
+    return result
+
+
+class _Partitioner:
+    def __init__(self, graph: Graph, backends: list[Backend], layout: str):
+        self.graph = graph
+        self.backends = backends
+        self.layout = layout
+        self.nodes = graph.nodes
+        n = len(self.nodes)
+        self.index = {node.name: i for i, node in enumerate(self.nodes)}
+        if len(self.index) != n:
+            graph.lint(check_types=False)  # names a duplicate
+        # The host copy: host nodes are its nodes; NCHW regions take theirs.
+        self.host = graph.copy()
+        self.views: dict[str, tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]] = {}
+        for b in backends:
+            if b.layout not in self.views:
+                if b.layout == layout:
+                    view = self.host
+                    origin = {id(v): (v.name, tuple(range(v.type.rank))) for v in view.values()}
+                else:
+                    view, origin = layout_view(graph, b.layout)
+                self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
+        self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
+        self.banned: set[tuple[int, int]] = set()
+        self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
+        # producers by node index, for the unit graph
+        producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
+        self.deps = [sorted({producer[id(v)] for v in node.inputs if id(v) in producer}) for node in self.nodes]
+
+    # -- steps 2-4 ------------------------------------------------------------------------
+    def run(self) -> None:
+        for _round in range(len(self.backends) + 2):
+            self.assign()
+            self.form_regions()
+            rejected = self.profitability()
+            if not rejected:
+                return
+        # every backend had its chance; what is still unprofitable stays on the host
+        self.form_regions()
+        self.profitability(final=True)
+
+    def assign(self) -> None:
+        n = len(self.nodes)
+        self.owner = [-1] * n
+        self.unit = list(range(n))
+        self.composite: dict[int, str] = {}  # unit id (its root's index) -> "<backend>.<pattern>"
+        self.members: dict[int, list[int]] = {}  # unit id -> node indices of a composite
+        for b, backend in enumerate(self.backends):
+            view, vnodes, _ = self.views[backend.layout]
+            try:
+                table = list(backend.pattern_table())
+            except AccelError:
+                raise
+            except Exception as exc:
+                raise PartitionError(f"backend {backend.name}: building its pattern table failed: {exc}") from exc
+            if table:
+                self._claim_composites(b, backend, table, view, vnodes)
+            for i in range(n):
+                if self.owner[i] < 0 and (i, b) not in self.banned:
+                    node = vnodes.get(self.nodes[i].name)
+                    if node is None:
+                        continue
+                    reason = self._call_check(backend, lambda bk=backend, nd=node: bk.check_op(nd), node)
+                    if reason is None:
+                        self.owner[i] = b
+                    else:
+                        self.reasons[i].setdefault(backend.name, reason)
+            if backend.layout != self.layout:
+                self._fix_layout(b, backend, vnodes)
+
+    def _claim_composites(self, b: int, backend: Backend, table, view: Graph, vnodes: dict[str, Node]) -> None:
+        matcher = PatternMatcher([(k, e.pattern) for k, e in enumerate(table)])
+        for i in range(len(self.nodes) - 1, -1, -1):
+            if self.owner[i] >= 0 or (i, b) in self.banned:
+                continue
+            root = vnodes.get(self.nodes[i].name)
+            if root is None or not matcher.candidates(root):
+                continue
+            for k, match in matcher.match(root, view):
+                idxs = [self.index.get(m.name, -1) for m in match.nodes]
+                if any(j < 0 or self.owner[j] >= 0 or (j, b) in self.banned for j in idxs):
+                    continue
+                entry = table[k]
+                reason = self._call_check(backend, lambda e=entry, m=match: backend.check_match(e, m), root)
+                if reason is not None:
+                    for j in idxs:
+                        self.reasons[j].setdefault(backend.name, f"{backend.name}.{entry.name}: {reason}")
+                    continue
+                for j in idxs:
+                    self.owner[j] = b
+                    self.unit[j] = i
+                self.composite[i] = f"{backend.name}.{entry.name}"
+                self.members[i] = idxs
+                break
+
+    @staticmethod
+    def _call_check(backend: Backend, check: Callable[[], str | None], node: Node) -> str | None:
+        try:
+            return check()
+        except AccelError:
+            raise
+        except Exception as exc:
+            raise PartitionError(
+                f"backend {backend.name}: its check raised on node {node.name!r} ({node.op}): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _fix_layout(self, b: int, backend: Backend, vnodes: dict[str, Node]) -> None:
+        """Give back nodes that would need a layout transpose inside one of ``backend``'s regions."""
+        for i, node in enumerate(self.nodes):
+            if self.owner[i] != b:
+                continue
+            vnode = vnodes[node.name]
+            for v in vnode.inputs:
+                t = v.producer
+                if t is None or t.name in self.index or not t.inputs or t.inputs[0].producer is None:
+                    continue
+                src = self.index.get(t.inputs[0].producer.name, -1)
+                if src >= 0 and self.owner[src] == b:
+                    self._release(
+                        i,
+                        b,
+                        f"{node.op} reads its input in {self.layout} order, which would need a transpose "
+                        f"inside a {backend.layout} region of {backend.name}",
+                    )
+                    break
+
+    def _release(self, i: int, b: int, reason: str) -> None:
+        u = self.unit[i]
+        members = self.members.pop(u, [i]) if u in self.composite else [i]
+        for j in members:
+            self.owner[j] = -1
+            self.unit[j] = j
+            self.reasons[j][self.backends[b].name] = reason
+            self.banned.add((j, b))
+        self.composite.pop(u, None)
+
+    def form_regions(self) -> None:
+        """Group units into regions: a Kahn sweep that stays on one backend while it can."""
+        n = len(self.nodes)
+        unit, owner = self.unit, self.owner
+        members: dict[int, list[int]] = {}
+        for i in range(n):
+            members.setdefault(unit[i], []).append(i)
+        succ: dict[int, set[int]] = {u: set() for u in members}
+        indeg = dict.fromkeys(members, 0)
+        for i in range(n):
+            u = unit[i]
+            for j in self.deps[i]:
+                w = unit[j]
+                if w != u and u not in succ[w]:
+                    succ[w].add(u)
+                    indeg[u] += 1
+        heaps: dict[int, list[int]] = {}
+        for u, d in indeg.items():
+            if d == 0:
+                heaps.setdefault(owner[u], []).append(u)
+        for h in heaps.values():
+            heapq.heapify(h)
+        groups: list[tuple[int, list[int]]] = []
+        current: int | None = None
+        while True:
+            if current is None or not heaps.get(current):
+                live = [k for k, h in heaps.items() if h]
+                if not live:
+                    break
+                current = min(live, key=lambda k: heaps[k][0])
+                groups.append((current, []))
+            u = heapq.heappop(heaps[current])
+            groups[-1][1].extend(members[u])
+            for w in succ[u]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    heapq.heappush(heaps.setdefault(owner[w], []), w)
+        if sum(len(g) for _, g in groups) != n:
+            raise PartitionError("the graph has a cycle; partitioning needs a graph in topological order")
+        self.groups = groups
+
+    def profitability(self, *, final: bool = False) -> bool:
+        """Send unprofitable regions back; True if any was."""
+        rejected = False
+        producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
+        users = self._users()
+        self.region_stats: dict[int, tuple[int, int, int]] = {}
+        for g, (b, idxs) in enumerate(self.groups):
+            if b < 0:
+                continue
+            inside = set(idxs)
+            work = macs = 0
+            for i in idxs:
+                wm = self.work.get(i)
+                if wm is None:
+                    wm = self.work[i] = count_work(self.nodes[i])
+                work += wm[0]
+                macs += wm[1]
+            boundary = 0
+            seen: set[int] = set()
+            for i in idxs:
+                for v in self.nodes[i].inputs:
+                    if v.const is None and id(v) not in seen and producer.get(id(v), -1) not in inside:
+                        seen.add(id(v))
+                        boundary += v.type.nbytes
+                for v in self.nodes[i].outputs:
+                    if self.graph.is_output(v) or any(j not in inside for j in users.get(id(v), ())):
+                        boundary += v.type.nbytes
+            self.region_stats[g] = (work, macs, boundary)
+            backend = self.backends[b]
+            info = RegionInfo(backend.name, len(idxs), work, macs, boundary)
+            reason = self._call_check(backend, lambda bk=backend, r=info: bk.profitability(r), self.nodes[idxs[0]])
+            if reason is None:
+                continue
+            rejected = True
+            for i in idxs:
+                self.reasons[i][backend.name] = reason
+                self.banned.add((i, b))
+                if final:
+                    self.owner[i] = -1
+                    self.unit[i] = i
+            if final:
+                for i in idxs:
+                    self.composite.pop(i, None)
+        if final and rejected:
+            self.form_regions()
+        return rejected
+
+    def _users(self) -> dict[int, list[int]]:
+        users: dict[int, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for v in node.inputs:
+                users.setdefault(id(v), []).append(i)
+        return users
+
+    # -- steps 5-6 ------------------------------------------------------------------------
+    def build(self) -> PartitionResult:
+        host = self.host
+        host_nodes = host.nodes  # same order and names as self.nodes
+        by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
+        raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
+        transposes: dict[tuple[int, Perm], Value] = {}
+        new_nodes: list[Node] = []
+        reports: list[PartitionReport] = []
+        node_part: dict[int, str] = {}
+        counters: dict[str, int] = {}
+        region_transposes: dict[str, list[Node]] = {}
+
+        original = {v.name: v for v in host.values()}
+
+        def host_value(v: Value) -> Value:
+            return by_name.get(v.name, v)
+
+        def transpose(v: Value, axes: Perm, region: str) -> Value:
+            key = (id(v), axes)
+            out = transposes.get(key)
+            if out is None:
+                t = host.new_node("transpose", [v], {"axes": axes}, name=f"{region}_layout")
+                new_nodes.append(t)
+                region_transposes.setdefault(region, []).append(t)
+                out = transposes[key] = t.output
+            return out
+
+        for g, (b, idxs) in enumerate(self.groups):
+            if b < 0:
+                for i in idxs:
+                    node = host_nodes[i]
+                    node.inputs = [host_value(v) for v in node.inputs]
+                    new_nodes.append(node)
+                continue
+            backend = self.backends[b]
+            k = counters.get(backend.name, 0)
+            counters[backend.name] = k + 1
+            pname = f"{backend.name}_{k}"
+            view, vnodes, origin = self.views[backend.layout]
+            body_nodes = [vnodes[self.nodes[i].name] for i in idxs]
+            inside = {id(nd) for nd in body_nodes}
+            produced = {id(v) for nd in body_nodes for v in nd.outputs}
+            # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
+            body_inputs: list[Value] = []
+            call_args: list[Value] = []
+            in_names: list[str] = []
+            replaced: dict[int, Value] = {}
+            param_names: set[str] = set()
+            for nd in body_nodes:
+                for v in nd.inputs:
+                    if v.const is not None or id(v) in produced or id(v) in replaced:
+                        continue
+                    name, perm = origin[id(v)]
+                    src = raw.get((name, perm))
+                    if src is None:
+                        plain = by_name.get(name) or original[name]
+                        src = plain if _is_identity(perm) else transpose(plain, perm, pname)
+                    param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
+                    param_names.add(param.name)
+                    replaced[id(v)] = param
+                    body_inputs.append(param)
+                    call_args.append(src)
+                    in_names.append(name)
+            for nd in body_nodes:
+                if any(id(v) in replaced for v in nd.inputs):
+                    nd.inputs = [replaced.get(id(v), v) for v in nd.inputs]
+            # boundary outputs: used outside the region, or graph outputs
+            body_outputs: list[Value] = []
+            for nd in body_nodes:
+                for v in nd.outputs:
+                    if view.is_output(v) or any(id(u) not in inside for u in view.users(v)):
+                        body_outputs.append(v)
+            body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
+            self._outline_composites(body, [self.unit[i] for i in idxs])
+            out_names = []
+            call_out_names = []
+            perms = []
+            for v in body_outputs:
+                name, perm = origin[id(v)]
+                out_names.append(name)
+                perms.append(perm)
+                call_out_names.append(name if _is_identity(perm) else host.fresh_name(f"{name}_{backend.layout}"))
+            call = Node(
+                CALL_OP,
+                call_args,
+                {"compiler": backend.name},
+                [v.type for v in body_outputs],
+                name=host.fresh_name(pname),
+                output_names=call_out_names,
+                body=body,
+            )
+            new_nodes.append(call)
+            for name, perm, out in zip(out_names, perms, call.outputs):
+                if _is_identity(perm):
+                    by_name[name] = out
+                else:
+                    raw[(name, perm)] = out
+                    inverse = tuple(perm.index(a) for a in range(len(perm)))
+                    back = transpose(out, inverse, pname)
+                    back.name = name
+                    by_name[name] = back
+            for i in idxs:
+                node_part[i] = pname
+            work, macs, _ = self.region_stats[g]
+            reports.append(
+                PartitionReport(
+                    pname, backend.name, [self.nodes[i].name for i in idxs], in_names, out_names, macs, work
+                )
+            )
+
+        host.nodes = new_nodes
+        host.outputs = [host_value(v) for v in host.outputs]
+        remove_dead_nodes(host)
+        alive = {id(n) for n in host.nodes}
+        for rep in reports:
+            rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
+        return PartitionResult(host, self._report(node_part, reports))
+
+    def _outline_composites(self, body: Graph, units: list[int]) -> None:
+        groups: dict[int, list[Node]] = {}
+        for node, u in zip(body.nodes, units):
+            if u in self.composite:
+                groups.setdefault(u, []).append(node)
+        if not groups:
+            return
+        new_nodes: list[Node] = []
+        done: set[int] = set()
+        remap: dict[int, Value] = {}
+        for node, u in zip(body.nodes, units):
+            if u not in groups:
+                if any(id(v) in remap for v in node.inputs):
+                    node.inputs = [remap.get(id(v), v) for v in node.inputs]
+                new_nodes.append(node)
+                continue
+            if u in done:
+                continue
+            done.add(u)
+            members = groups[u]
+            inner = {id(n) for n in members}
+            produced = {id(v) for n in members for v in n.outputs}
+            params: list[Value] = []
+            args: list[Value] = []
+            pmap: dict[int, Value] = {}
+            for n in members:
+                for v in n.inputs:
+                    if v.const is None and id(v) not in produced and id(v) not in pmap:
+                        pmap[id(v)] = Value(v.name, v.type)
+                        params.append(pmap[id(v)])
+                        args.append(remap.get(id(v), v))
+                if any(id(v) in pmap for v in n.inputs):
+                    n.inputs = [pmap.get(id(v), v) for v in n.inputs]
+            outs = [
+                v
+                for n in members
+                for v in n.outputs
+                if body.is_output(v) or any(id(x) not in inner for x in body.users(v))
+            ]
+            root = members[-1]
+            call = Node(
+                CALL_OP,
+                args,
+                {"composite": self.composite[u]},
+                [v.type for v in outs],
+                name=root.name,
+                output_names=[v.name for v in outs],
+                body=Graph(params, outs, members, name=self.composite[u]),
+            )
+            for old, new in zip(outs, call.outputs):
+                remap[id(old)] = new
+            new_nodes.append(call)
+        body.nodes = new_nodes
+        body.outputs = [remap.get(id(v), v) for v in body.outputs]
+
+    def _report(self, node_part: dict[int, str], partitions: list[PartitionReport]) -> Report:
+        nodes = []
+        for i, node in enumerate(self.nodes):
+            b = self.owner[i]
+            declined = self.backends if b < 0 else self.backends[:b]
+            reasons = {
+                bk.name: self.reasons[i].get(bk.name, f"{node.op} is not supported by {bk.name}") for bk in declined
+            }
+            u = self.unit[i]
+            nodes.append(
+                NodeReport(
+                    name=node.name,
+                    op=node.op,
+                    backend=HOST if b < 0 else self.backends[b].name,
+                    partition=node_part.get(i),
+                    composite=self.composite.get(u) if b >= 0 else None,
+                    reasons=reasons,
+                    inputs=[v.name for v in node.inputs if v.const is None],
+                    outputs=[v.name for v in node.outputs],
+                )
+            )
+        return Report(
+            target=[b.name for b in self.backends],
+            nodes=nodes,
+            partitions=partitions,
+            graph_inputs=[v.name for v in self.graph.inputs],
+            graph_outputs=[v.name for v in self.graph.outputs],
+        )
+
+
+def _is_identity(perm: Perm) -> bool:
+    return all(i == p for i, p in enumerate(perm))

@@ -1,0 +1,89 @@
+"""The partition report: where every node runs, and why.
+
+Built by :func:`accel.partition.partition_graph`; stored in artifacts; shown
+by ``accel compile`` and ``accel inspect`` (text, JSON or HTML, see
+:mod:`accel.render`). It refers to the nodes of the graph *before*
+partitioning, so a user recognises the names of their model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HOST = "host"
+
+
+@dataclass
+class NodeReport:
+    """One node of the input graph."""
+
+    name: str
+    op: str
+    #: The backend that runs it, or ``"host"``.
+    backend: str
+    #: Name of the partition holding it (None on the host).
+    partition: str | None = None
+    #: ``<backend>.<pattern>`` when it runs inside a composite.
+    composite: str | None = None
+    #: For every backend that declined it (higher priority ones, or all of them
+    #: for a host node): why.
+    reasons: dict[str, str] = field(default_factory=dict)
+    #: Value names read and written (to draw the graph).
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PartitionReport:
+    """One region offloaded to a backend."""
+
+    name: str
+    backend: str
+    #: Names of the input-graph nodes in it, in order.
+    nodes: list[str]
+    #: Value names crossing its boundary.
+    inputs: list[str]
+    outputs: list[str]
+    macs: int
+    #: Operations (MACs, plus one per output element of other compute ops).
+    work: int
+    #: Boundary transposes the compiler inserted for its layout (in + out).
+    transposes: int = 0
+
+
+@dataclass
+class Report:
+    """The whole picture for one compile."""
+
+    #: Backend names in priority order.
+    target: list[str]
+    nodes: list[NodeReport]
+    partitions: list[PartitionReport]
+    graph_inputs: list[str] = field(default_factory=list)
+    graph_outputs: list[str] = field(default_factory=list)
+    #: Seconds spent in each stage (``"partition"``, ``"serialize"``, ...).
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Report:
+        return cls(
+            target=list(doc["target"]),
+            nodes=[NodeReport(**n) for n in doc["nodes"]],
+            partitions=[PartitionReport(**p) for p in doc["partitions"]],
+            graph_inputs=list(doc.get("graph_inputs", [])),
+            graph_outputs=list(doc.get("graph_outputs", [])),
+            timings=dict(doc.get("timings", {})),
+        )
+
+    def host_nodes(self) -> list[NodeReport]:
+        return [n for n in self.nodes if n.backend == HOST]
+
+    def by_backend(self) -> dict[str, list[PartitionReport]]:
+        out: dict[str, list[PartitionReport]] = {}
+        for p in self.partitions:
+            out.setdefault(p.backend, []).append(p)
+        return out
