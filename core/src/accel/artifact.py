@@ -230,7 +230,7 @@ def artifact_from_bytes(
             cls = get_backend(device.kind, backends)
         except AccelError as exc:
             dist = dists.get(device.kind)
-            hint = f"; install it with: pip install {dist}" if dist and "install" not in str(exc) else ""
+            hint = f"; install it with: pip install {dist}" if dist and "pip install" not in str(exc) else ""
             raise type(exc)(f"{where}: {exc}{hint}") from None
         try:
             instances.append(cls(device.options))

@@ -334,6 +334,7 @@ class _Partitioner:
         region_transposes: dict[str, list[Node]] = {}
 
         original = {v.name: v for v in host.values()}
+        graph_outputs = {id(v) for v in self.graph.outputs}
 
         def host_value(v: Value) -> Value:
             return by_name.get(v.name, v)
@@ -361,7 +362,6 @@ class _Partitioner:
             pname = f"{backend.name}_{k}"
             view, vnodes, origin = self.views[backend.layout]
             body_nodes = [vnodes[self.nodes[i].name] for i in idxs]
-            inside = {id(nd) for nd in body_nodes}
             produced = {id(v) for nd in body_nodes for v in nd.outputs}
             # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
             body_inputs: list[Value] = []
@@ -388,10 +388,14 @@ class _Partitioner:
                 if any(id(v) in replaced for v in nd.inputs):
                     nd.inputs = [replaced.get(id(v), v) for v in nd.inputs]
             # boundary outputs: used outside the region, or graph outputs
+            # (asked of the input graph: a layout view may have dropped dead readers)
             body_outputs: list[Value] = []
-            for nd in body_nodes:
-                for v in nd.outputs:
-                    if view.is_output(v) or any(id(u) not in inside for u in view.users(v)):
+            in_region = set(idxs)
+            for i, nd in zip(idxs, body_nodes):
+                for ov, v in zip(self.nodes[i].outputs, nd.outputs):
+                    if id(ov) in graph_outputs or any(
+                        self.index[u.name] not in in_region for u in self.graph.users(ov)
+                    ):
                         body_outputs.append(v)
             body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
             self._outline_composites(body, [self.unit[i] for i in idxs])
