@@ -159,14 +159,18 @@ class _Partitioner:
                 self._fix_layout(b, backend, vnodes)
 
     def _claim_composites(self, b: int, backend: Backend, table, view: Graph, vnodes: dict[str, Node]) -> None:
-        matcher = PatternMatcher([(k, e.pattern) for k, e in enumerate(table)])
+        try:
+            matcher = PatternMatcher([(k, e.pattern) for k, e in enumerate(table)])
+        except (TypeError, ValueError) as exc:
+            raise PartitionError(f"backend {backend.name}: invalid pattern table: {exc}") from exc
+        taken = _Taken(self, b)
         for i in range(len(self.nodes) - 1, -1, -1):
             if self.owner[i] >= 0 or (i, b) in self.banned:
                 continue
             root = vnodes.get(self.nodes[i].name)
             if root is None or not matcher.candidates(root):
                 continue
-            for k, match in matcher.match(root, view):
+            for k, match in matcher.match(root, view, exclude=taken):
                 idxs = [self.index.get(m.name, -1) for m in match.nodes]
                 if any(j < 0 or self.owner[j] >= 0 or (j, b) in self.banned for j in idxs):
                     continue
@@ -526,6 +530,17 @@ class _Partitioner:
             graph_inputs=[v.name for v in self.graph.inputs],
             graph_outputs=[v.name for v in self.graph.outputs],
         )
+
+
+class _Taken:
+    """View nodes a pattern may not take: owned already, refused for this backend, or not in the input graph."""
+
+    def __init__(self, p: _Partitioner, b: int):
+        self.p, self.b = p, b
+
+    def __contains__(self, node: object) -> bool:
+        i = self.p.index.get(getattr(node, "name", ""), -1)
+        return i < 0 or self.p.owner[i] >= 0 or (i, self.b) in self.p.banned
 
 
 def _is_identity(perm: Perm) -> bool:

@@ -162,9 +162,9 @@ def _validate(cls: Any, status: PluginStatus, taken: dict[str, PluginStatus]) ->
         return status
     status.name = cls.name or status.name
     status.backend = cls
-    if cls.distribution:
-        status.distribution = cls.distribution
-    status.version = cls.version or status.version
+    # the installed distribution's metadata wins over what the class says of itself
+    status.distribution = status.distribution or cls.distribution
+    status.version = status.version or cls.version
     problem = _contract_problem(cls)
     if problem is None and status.name in taken:
         problem = f"backend name {status.name!r} is already provided by {taken[status.name].entry_point}"
@@ -193,7 +193,7 @@ def _validate(cls: Any, status: PluginStatus, taken: dict[str, PluginStatus]) ->
         status.state = ABI_MISMATCH
         status.error = (
             f"its runtime was built for runtime ABI {status.abi_version}, this accel-core speaks {ABI_VERSION}; "
-            f"install a {status.distribution or status.name} built for this accel-core"
+            f"upgrade or rebuild {status.distribution or status.name} for this accel-core"
         )
         return status
     try:
