@@ -138,6 +138,7 @@ class TensorType:
             raise GraphError(f"shape {list(shape)} has {n} elements, more than the limit 2**40")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
+        object.__setattr__(self, "_size", n)
 
     @property
     def rank(self) -> int:
@@ -145,10 +146,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return self._size  # type: ignore[attr-defined, no-any-return]
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -224,6 +222,8 @@ def freeze_attr(v: Any) -> Any:
 
 
 def freeze_attrs(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if isinstance(attrs, MappingProxyType):
+        return attrs  # only this function makes them: already frozen
     return MappingProxyType({str(k): freeze_attr(v) for k, v in (attrs or {}).items()})
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,8 @@ def available() -> list[str]:
 
 def complete_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None, node: str = "") -> Mapping[str, Any]:
     """Fill defaults, refuse unknown or missing attributes; return a frozen mapping."""
+    if isinstance(attrs, MappingProxyType) and attrs.keys() == opdef.attrs.keys():
+        return attrs  # frozen and complete already (a node's own attributes)
     attrs = dict(attrs or {})
     where = f"node {node!r} ({opdef.name})" if node else opdef.name
     unknown = sorted(set(attrs) - set(opdef.attrs))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import GraphError
-from accel.ir import Graph, Node, QuantParams, TensorType, Value
+from accel.ir import Graph, Node, QuantParams, TensorType, Value, freeze_attrs
 from accel.ops.nn import pad_pairs
 from accel.ops.registry import infer_node_types
 from accel.passes._rewrite import Rewriter, is_identity, permute_quant, transposed_const
@@ -176,11 +176,24 @@ class _LayoutConverter:
         self.rep[id(old)] = (new, p)
         self.origin[id(new)] = (old, p)
 
-    def make(self, old: Node, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None) -> Node:
-        """``old`` rebuilt on new inputs under its own names (types inferred)."""
-        full, types = infer_node_types(
-            old.op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
-        )
+    def make(
+        self, old: Node, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None, *, perm: Perm | None = None
+    ) -> Node:
+        """``old`` rebuilt on new inputs under its own names (types inferred).
+
+        ``perm``: every output is ``old``'s permuted by it, which a partition view
+        (``lazy_constants``) takes as given instead of inferring the types again.
+        """
+        if perm is not None and self.lazy_constants:
+            full = freeze_attrs(old.attrs if attrs is None else attrs)
+            types = [
+                TensorType(tuple(o.type.shape[i] for i in perm), o.type.dtype, permute_quant(o.type.quant, perm))
+                for o in old.outputs
+            ]
+        else:
+            full, types = infer_node_types(
+                old.op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
+            )
         node = Node(
             old.op, inputs, full, types, name=old.name, output_names=[v.name for v in old.outputs], body=old.body
         )
@@ -250,13 +263,15 @@ class _LayoutConverter:
         p = layout_perm(src, self.layout)
         data = self.as_perm(node.inputs[0], p)
         weight = self.as_perm(node.inputs[1], layout_perm(kernel_src, kernel_dst))
-        new = self.make(node, [data, weight], {**node.attrs, "data_layout": self.layout, "kernel_layout": kernel_dst})
+        new = self.make(
+            node, [data, weight], {**node.attrs, "data_layout": self.layout, "kernel_layout": kernel_dst}, perm=p
+        )
         self.set_rep(node.output, new.output, p)
         return True
 
     def spatial(self, node: Node) -> bool:
         p = layout_perm(node.attrs["layout"], self.layout)
-        new = self.make(node, [self.as_perm(node.inputs[0], p)], {**node.attrs, "layout": self.layout})
+        new = self.make(node, [self.as_perm(node.inputs[0], p)], {**node.attrs, "layout": self.layout}, perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
@@ -268,7 +283,7 @@ class _LayoutConverter:
         attrs = dict(node.attrs)
         if node.op in ("qnn.quantize", "qnn.dequantize") and attrs.get("axis") is not None:
             attrs["axis"] = p.index(attrs["axis"] % len(p))
-        new = self.make(node, [nx], attrs)
+        new = self.make(node, [nx], attrs, perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
@@ -294,7 +309,7 @@ class _LayoutConverter:
                 inputs.append(v)  # a single value broadcasts the same in any order
             else:
                 inputs.append(self._permuted_operand(v, rank, p))
-        new = self.make(node, inputs)
+        new = self.make(node, inputs, perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
@@ -316,7 +331,7 @@ class _LayoutConverter:
             return False
         axis = p.index(node.attrs["axis"] % len(p))
         inputs = [nx, *(self.plain(v) for v in node.inputs[1:])]
-        new = self.make(node, inputs, {**node.attrs, "axis": axis})
+        new = self.make(node, inputs, {**node.attrs, "axis": axis}, perm=p)
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, p)
         return True
@@ -327,7 +342,7 @@ class _LayoutConverter:
         if p is None:
             return False
         inputs = [self.as_perm(v, p) for v in node.inputs]
-        new = self.make(node, inputs, {**node.attrs, "axis": p.index(node.attrs["axis"] % rank)})
+        new = self.make(node, inputs, {**node.attrs, "axis": p.index(node.attrs["axis"] % rank)}, perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
@@ -337,7 +352,7 @@ class _LayoutConverter:
         if is_identity(p):
             return False
         pairs = pad_pairs(node.attrs["pad_width"], len(p))
-        new = self.make(node, [nx], {**node.attrs, "pad_width": tuple(pairs[i] for i in p)})
+        new = self.make(node, [nx], {**node.attrs, "pad_width": tuple(pairs[i] for i in p)}, perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
