@@ -39,3 +39,20 @@ def test_every_doc_page_is_linked_from_the_index():
     for page in sorted((ROOT / "docs").glob("*.md")):
         if page.name != "index.md":
             assert f"({page.name})" in index, f"docs/index.md does not link {page.name}"
+
+
+def test_every_hook_is_documented_with_its_exact_signature():
+    import inspect as pyinspect
+
+    from accel import hookspecs
+    from accel.plugins import hook_names
+
+    page = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
+    names = hook_names()
+    assert names, "no hooks found"
+    for name in names:
+        fn = getattr(hookspecs, name)
+        sig = f"{name}{pyinspect.signature(fn)}".replace("'", "")  # annotations are strings
+        assert f"### `{name}`" in page, f"docs/plugins.md has no section for {name}"
+        assert sig in page, f"docs/plugins.md does not give the exact signature {sig}"
+        assert sig in (fn.__doc__ or ""), f"the docstring of {name} does not give its exact signature"

@@ -191,12 +191,16 @@ def main() -> None:
     for col in ("graph", "nodes", "partition", "partitions", "host nodes"):
         table.add_column(col, justify="left" if col == "graph" else "right")
     for r in rows:
-        extra = f" ({r['with_weight_relayout_ms']:.1f} ms with weight re-layout)" if "with_weight_relayout_ms" in r else ""
+        extra = (
+            f" ({r['with_weight_relayout_ms']:.1f} ms with weight re-layout)" if "with_weight_relayout_ms" in r else ""
+        )
         table.add_row(r["graph"], str(r["nodes"]), f"{r['partition_ms']:.1f} ms{extra}", str(r["partitions"]),
                       str(r["host_nodes"]))  # fmt: skip
     console.print(table)
     ratio = rows[2]["partition_ms"] / rows[1]["partition_ms"]
-    console.print(f"100k / 10k partition time: {ratio:.1f}x (linear would be {rows[2]['nodes'] / rows[1]['nodes']:.1f}x)")
+    console.print(
+        f"100k / 10k partition time: {ratio:.1f}x (linear would be {rows[2]['nodes'] / rows[1]['nodes']:.1f}x)"
+    )
     dispatch = bench_dispatch(args.repeat)
     if dispatch is None:
         console.print("dispatch overhead: skipped (accel-testbackend is not installed)")

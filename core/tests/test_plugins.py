@@ -85,8 +85,12 @@ def test_statuses_of_good_and_broken_plugins():
     )
     assert got["broken"].state == "import error" and "No module named 'torch'" in got["broken"].error
     assert "Traceback" in got["broken"].traceback
-    assert got["raises"].state == "invalid" and "accel_register_backends raised: RuntimeError: boom" in got["raises"].error
-    assert got["old"].state == "ABI mismatch" and "built for runtime ABI 0, this accel-core speaks 1" in got["old"].error
+    assert (
+        got["raises"].state == "invalid" and "accel_register_backends raised: RuntimeError: boom" in got["raises"].error
+    )
+    assert (
+        got["old"].state == "ABI mismatch" and "built for runtime ABI 0, this accel-core speaks 1" in got["old"].error
+    )
     assert got["gone"].state == "unavailable" and "/dev/npu0" in got["gone"].error
     assert got["badlayout"].state == "invalid" and "layout must be" in got["badlayout"].error
     assert got["noruntime"].state == "unavailable" and "libnpu.so" in got["noruntime"].error

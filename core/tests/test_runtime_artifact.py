@@ -255,7 +255,9 @@ def test_target_forms():
     with pytest.raises(TargetError, match=r"devices\.0\.colour: unknown option|colour"):
         accel.compile(_graph(), target={"devices": [{"kind": "fake", "colour": 1}]}, available=AVAILABLE)
     with pytest.raises(TargetError, match=r"devices\[0\] \(fake\): min_work: Input should be greater"):
-        accel.compile(_graph(), target={"devices": [{"kind": "fake", "options": {"min_work": -1}}]}, available=AVAILABLE)
+        accel.compile(
+            _graph(), target={"devices": [{"kind": "fake", "options": {"min_work": -1}}]}, available=AVAILABLE
+        )
 
 
 def test_host_only_executable_matches_reference():

@@ -46,8 +46,13 @@ MAX_ELEMENTS = 1 << 40
 CALL_OP = "call"
 
 
+_DTYPE_SET = frozenset(DTYPES)
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalize a numpy dtype, dtype name or type to one of :data:`DTYPES`."""
+    if type(dtype) is str and dtype in _DTYPE_SET:
+        return dtype
     try:
         name = np.dtype(dtype).name
     except TypeError as exc:
@@ -210,6 +215,11 @@ class Value:
 
 def freeze_attr(v: Any) -> Any:
     """Make an attribute value immutable and JSON-friendly (lists become tuples)."""
+    t = type(v)
+    if t is int or t is float or t is str or t is bool or v is None:
+        return v
+    if t is tuple and all(type(x) is int for x in v):
+        return v
     if isinstance(v, (list, tuple)):
         return tuple(freeze_attr(x) for x in v)
     if isinstance(v, np.ndarray):

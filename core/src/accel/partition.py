@@ -32,6 +32,7 @@ Requires a typed graph in topological order; the input graph is not modified.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
 from collections.abc import Callable, Sequence
@@ -78,9 +79,17 @@ def partition_graph(
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise PartitionError(f"a backend is listed twice in the target: {', '.join(names)}")
-    p = _Partitioner(graph, list(backends), layout)
-    p.run()
-    result = p.build()
+    # Partitioning allocates many small objects that all live until it returns: the
+    # cyclic garbage collector would only rescan them (about half the time at 100k nodes).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        p = _Partitioner(graph, list(backends), layout)
+        p.run()
+        result = p.build()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     if materialize:
         for region in result.regions:
             assert region.body is not None
