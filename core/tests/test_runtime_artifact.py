@@ -192,7 +192,7 @@ def test_other_abi_version_is_refused():
         doc["backends"][0]["abi_version"] = 7
         m["manifest.json"] = json.dumps(doc).encode()
 
-    with pytest.raises(ArtifactError, match="runtime ABI 7.*recompile"):
+    with pytest.raises(ArtifactError, match=r"runtime ABI 7.*recompile"):
         artifact_from_bytes(_rezip(data, edit), backends=AVAILABLE)
 
 
@@ -210,7 +210,7 @@ def test_other_format_version_and_bad_manifest():
     def broken(m):
         m["manifest.json"] = b"{not json"
 
-    with pytest.raises(ArtifactError, match="manifest.json is invalid"):
+    with pytest.raises(ArtifactError, match=r"manifest\.json is invalid"):
         artifact_from_bytes(_rezip(data, broken), backends=AVAILABLE)
     with pytest.raises(ArtifactError, match="not an accel artifact"):
         artifact_from_bytes(b"PK\x03\x04 nothing", backends=AVAILABLE)
@@ -221,14 +221,14 @@ def test_runtime_with_another_abi_is_refused():
         name = "old"
         abi = 999
 
-    with pytest.raises(AbiMismatchError, match="runtime ABI 999, this accel-core speaks 1"):
+    with pytest.raises(AbiMismatchError, match=r"runtime ABI 999, this accel-core speaks 1"):
         create_handle(Old(), b"{}", "old_0")
 
 
 def test_refused_blob_is_a_backend_runtime_error():
     from accel.errors import BackendRuntimeError
 
-    with pytest.raises(BackendRuntimeError, match="fake refused the blob of partition 'p'"):
+    with pytest.raises(BackendRuntimeError, match=r"fake refused the blob of partition 'p'"):
         create_handle(FakeBackend(), b"\x00garbage", "p")
 
 

@@ -373,7 +373,7 @@ class _Partitioner:
             k = counters.get(backend.name, 0)
             counters[backend.name] = k + 1
             pname = f"{backend.name}_{k}"
-            view, vnodes, origin = self.views[backend.layout]
+            _, vnodes, origin = self.views[backend.layout]
             body_nodes = [vnodes[self.nodes[i].name] for i in idxs]
             produced = {id(v) for nd in body_nodes for v in nd.outputs}
             # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
