@@ -171,15 +171,19 @@ class Rewriter:
         return self.graph.new_const(data, hint, quant)
 
     # -- finishing ----------------------------------------------------------------------
-    def finish(self, *, dce: bool = True) -> Graph:
-        """Install the new node list, resolve every input and output, keep output names."""
+    def finish(self, *, dce: bool = True, sort: bool = True) -> Graph:
+        """Install the new node list, resolve every input and output, keep output names.
+
+        ``sort=False`` when the pass emitted every node after its inputs (saves a toposort).
+        """
         g = self.graph
         for node in self.nodes:
             if any(id(v) in self._subst for v in node.inputs):
                 node.inputs = [self.value(v) for v in node.inputs]
         g.nodes = self.nodes
         g.outputs = [self.value(v) for v in self._outputs]
-        g.sort()
+        if sort:
+            g.sort()
         if dce:
             from accel.passes.dce import remove_dead_nodes
 

@@ -229,7 +229,9 @@ class _LayoutConverter:
                 self.default(node)
         for v in self.g.outputs:
             self.rw.replace(v, self.plain(v))
-        return self.rw.finish()
+        # a partition view is only read: its node order is already topological and
+        # dead nodes in it are harmless
+        return self.rw.finish(dce=not self.lazy_constants, sort=not self.lazy_constants)
 
     def default(self, node: Node) -> None:
         """Any op: inputs in their original order."""
