@@ -110,7 +110,7 @@ def test_inspect_text_and_json():
     doc = json.loads(proc.stdout)
     assert doc["format"] == "accel-graph" and any(n["op"] == "qnn.dequantize" for n in doc["nodes"])
     proc = accel_cli("inspect", str(model), "--format", "yaml")
-    assert_one_line_error(proc, "text or json")
+    assert_one_line_error(proc, "text, json or html")
 
 
 def _model_file(tmp_path: Path, nodes, inputs, outputs, initializers=(), name="m.onnx") -> Path:

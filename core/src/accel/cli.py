@@ -392,13 +392,15 @@ def backends(
         return
     table = Table(title=f"backend plugins (this accel-core speaks runtime ABI {ABI_VERSION})")
     for col in ("backend", "distribution", "version", "ABI", "state", "patterns", "ops", "layout"):
-        table.add_column(col, justify="right" if col in ("ABI", "patterns", "ops") else "left")
+        table.add_column(col, justify="right" if col in ("ABI", "patterns", "ops") else "left", no_wrap=True)
     for s in found:
         layout = s.backend.layout if s.backend is not None else ""
         abi = "" if s.abi_version is None else str(s.abi_version)
         state = s.state if s.ok else f"[red]{s.state}[/red]"
         table.add_row(s.name, s.distribution, s.version, abi, state, str(s.patterns), str(s.ops), layout)
-    out.print(table)
+    # piped output (CI logs) defaults to 80 columns, too narrow for the table
+    console = out if out.is_terminal else Console(highlight=False, width=max(out.width, 110))
+    console.print(table)
     for s in found:
         if not s.ok:
             out.print(f"{s.name}: {s.error}", markup=False, soft_wrap=True)

@@ -1,0 +1,260 @@
+// accel_sdk/runtime.hpp: the ABI glue between a C++ runtime class and accel.
+//
+// A backend writes one class R:
+//
+//   class MyRuntime {
+//    public:
+//     static std::unique_ptr<MyRuntime> create(accel_sdk::BlobReader& blob);  // parse + validate everything
+//     void run(const std::vector<accel_sdk::TensorView>& inputs,
+//              std::vector<accel_sdk::TensorView>& outputs) const;             // thread-safe: no mutation
+//   };
+//   ACCEL_SDK_RUNTIME_MODULE(_runtime, "mybackend", MyRuntime)
+//
+// and gets:
+// - the C table accel_runtime_api (accel/runtime_abi.h) whose create / run /
+//   destroy catch every exception and return a status and message, so no
+//   exception crosses the C boundary: BlobError and any other exception in
+//   create -> ACCEL_ERR_INVALID_BLOB; ArgumentError in run ->
+//   ACCEL_ERR_INVALID_ARGUMENT; anything else -> ACCEL_ERR_RUNTIME;
+// - a Python module (pybind11) with `ABI_VERSION`, `__accel_abi__` (a capsule
+//   named ACCEL_RUNTIME_CAPSULE holding the table) and a class
+//   `Runtime(blob)` whose constructor and `run(inputs, outputs)` go through
+//   that table. The constructor raises ValueError with the runtime's message;
+//   run raises RuntimeError for anything wrong (a non-array, a non-contiguous
+//   or read-only buffer, a wrong shape or dtype, a failure in the runtime).
+//   run releases the GIL while the runtime works.
+#ifndef ACCEL_SDK_RUNTIME_HPP
+#define ACCEL_SDK_RUNTIME_HPP
+
+#include <accel/runtime_abi.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <accel_sdk/blob_reader.hpp>
+#include <accel_sdk/tensor.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace accel_sdk {
+namespace detail {
+
+inline void write_error(char* err, std::size_t err_len, const char* msg) noexcept {
+  if (err == nullptr || err_len == 0) return;
+  const std::size_t n = std::min(std::strlen(msg), err_len - 1);
+  std::memcpy(err, msg, n);
+  err[n] = '\0';
+}
+
+// The C entry points of runtime class R.
+template <class R>
+struct Abi {
+  static accel_status create(const std::uint8_t* blob, std::size_t size, accel_runtime** out, char* err,
+                             std::size_t err_len) noexcept {
+    if (out == nullptr) {
+      write_error(err, err_len, "create: out is NULL");
+      return ACCEL_ERR_RUNTIME;
+    }
+    *out = nullptr;
+    try {
+      BlobReader reader(blob, size);
+      std::unique_ptr<R> rt = R::create(reader);
+      if (!rt) throw BlobError("the runtime refused the blob");
+      *out = reinterpret_cast<accel_runtime*>(rt.release());
+      return ACCEL_OK;
+    } catch (const std::bad_alloc&) {
+      write_error(err, err_len, "out of memory while loading the blob");
+      return ACCEL_ERR_RUNTIME;
+    } catch (const std::exception& e) {
+      write_error(err, err_len, e.what());
+      return ACCEL_ERR_INVALID_BLOB;
+    } catch (...) {
+      write_error(err, err_len, "unknown error while loading the blob");
+      return ACCEL_ERR_INVALID_BLOB;
+    }
+  }
+
+  static accel_status run(const accel_runtime* rt, const accel_tensor* inputs, std::size_t n_inputs,
+                          const accel_tensor* outputs, std::size_t n_outputs, char* err, std::size_t err_len) noexcept {
+    try {
+      if (rt == nullptr) throw ArgumentError("run: the runtime handle is NULL");
+      if ((n_inputs != 0 && inputs == nullptr) || (n_outputs != 0 && outputs == nullptr)) {
+        throw ArgumentError("run: NULL tensor array");
+      }
+      std::vector<TensorView> ins;
+      ins.reserve(n_inputs);
+      for (std::size_t i = 0; i < n_inputs; ++i) ins.push_back(TensorView::from_abi(inputs[i]));
+      std::vector<TensorView> outs;
+      outs.reserve(n_outputs);
+      for (std::size_t i = 0; i < n_outputs; ++i) outs.push_back(TensorView::from_abi(outputs[i]));
+      reinterpret_cast<const R*>(rt)->run(ins, outs);
+      return ACCEL_OK;
+    } catch (const ArgumentError& e) {
+      write_error(err, err_len, e.what());
+      return ACCEL_ERR_INVALID_ARGUMENT;
+    } catch (const std::bad_alloc&) {
+      write_error(err, err_len, "out of memory while running");
+      return ACCEL_ERR_RUNTIME;
+    } catch (const std::exception& e) {
+      write_error(err, err_len, e.what());
+      return ACCEL_ERR_RUNTIME;
+    } catch (...) {
+      write_error(err, err_len, "unknown error while running");
+      return ACCEL_ERR_RUNTIME;
+    }
+  }
+
+  static void destroy(accel_runtime* rt) noexcept { delete reinterpret_cast<R*>(rt); }
+};
+
+// The accel_dtype of a numpy dtype, or -1 (not a plain native-endian number).
+inline std::int32_t numpy_dtype_code(const pybind11::dtype& dt) {
+  const char order = dt.byteorder();
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  if (order == '<') return -1;
+#else
+  if (order == '>') return -1;
+#endif
+  const auto size = dt.itemsize();
+  switch (dt.kind()) {
+    case 'f': return size == 4 ? ACCEL_FLOAT32 : size == 8 ? ACCEL_FLOAT64 : size == 2 ? ACCEL_FLOAT16 : -1;
+    case 'i': return size == 1 ? ACCEL_INT8 : size == 2 ? ACCEL_INT16 : size == 4 ? ACCEL_INT32 : size == 8 ? ACCEL_INT64 : -1;
+    case 'u': return size == 1 ? ACCEL_UINT8 : size == 2 ? ACCEL_UINT16 : size == 4 ? ACCEL_UINT32 : size == 8 ? ACCEL_UINT64 : -1;
+    case 'b': return size == 1 ? ACCEL_BOOL : -1;
+    default: return -1;
+  }
+}
+
+// ABI descriptors of a Python sequence of numpy arrays (references held until destroyed).
+class TensorArgs {
+ public:
+  TensorArgs(pybind11::handle seq, const char* role, bool writable) {
+    namespace py = pybind11;
+    // a list or tuple only: a bare array would otherwise pass as the sequence of its rows
+    if (!PyList_Check(seq.ptr()) && !PyTuple_Check(seq.ptr())) {
+      throw std::runtime_error(std::string(role) + "s must be a list or tuple of numpy arrays, got " +
+                               Py_TYPE(seq.ptr())->tp_name);
+    }
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+    PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+    refs_.reserve(static_cast<std::size_t>(n));
+    shapes_.resize(static_cast<std::size_t>(n));
+    descs_.resize(static_cast<std::size_t>(n));
+    constexpr int kNeed = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      const std::string what = std::string(role) + " " + std::to_string(i);
+      py::handle item(items[i]);
+      if (!py::isinstance<py::array>(item)) {
+        throw std::runtime_error(what + " is a " + std::string(Py_TYPE(item.ptr())->tp_name) +
+                                 ", not a numpy array");
+      }
+      auto arr = py::reinterpret_borrow<py::array>(item);
+      if ((arr.flags() & kNeed) != kNeed) throw std::runtime_error(what + " must be C-contiguous and aligned");
+      if (writable && !arr.writeable()) throw std::runtime_error(what + " must be writeable");
+      const std::int32_t code = numpy_dtype_code(arr.dtype());
+      if (code < 0) throw std::runtime_error(what + " has dtype " + std::string(py::str(arr.dtype())) + ", not supported");
+      const auto rank = arr.ndim();
+      if (rank > ACCEL_MAX_RANK) throw std::runtime_error(what + " has rank " + std::to_string(rank) + " > ACCEL_MAX_RANK");
+      auto& shape = shapes_[static_cast<std::size_t>(i)];
+      for (py::ssize_t d = 0; d < rank; ++d) shape[static_cast<std::size_t>(d)] = static_cast<std::int64_t>(arr.shape(d));
+      descs_[static_cast<std::size_t>(i)] =
+          accel_tensor{const_cast<void*>(arr.data()), code, static_cast<std::int32_t>(rank), shape.data()};
+      refs_.push_back(std::move(arr));
+    }
+  }
+
+  const accel_tensor* data() const { return descs_.data(); }
+  std::size_t size() const { return descs_.size(); }
+
+ private:
+  std::vector<pybind11::object> refs_;
+  std::vector<std::array<std::int64_t, ACCEL_MAX_RANK>> shapes_;
+  std::vector<accel_tensor> descs_;
+};
+
+// A loaded blob, as the Python class Runtime sees it: everything goes through the C table.
+class PyRuntime {
+ public:
+  PyRuntime(const accel_runtime_api* api, pybind11::buffer blob) : api_(api) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(blob.ptr(), &view, PyBUF_SIMPLE) != 0) {
+      PyErr_Clear();
+      throw pybind11::type_error("Runtime(blob): blob must be bytes or another contiguous buffer");
+    }
+    char err[1024] = {0};
+    accel_status status;
+    {
+      pybind11::gil_scoped_release release;
+      status = api_->create(static_cast<const std::uint8_t*>(view.buf), static_cast<std::size_t>(view.len), &handle_, err,
+                            sizeof err);
+    }
+    PyBuffer_Release(&view);
+    if (status != ACCEL_OK) {
+      handle_ = nullptr;
+      throw pybind11::value_error(err[0] ? err : "the runtime refused the blob");
+    }
+  }
+
+  ~PyRuntime() { api_->destroy(handle_); }
+  PyRuntime(const PyRuntime&) = delete;
+  PyRuntime& operator=(const PyRuntime&) = delete;
+
+  void run(pybind11::handle inputs, pybind11::handle outputs) const {
+    TensorArgs ins(inputs, "input", false);
+    TensorArgs outs(outputs, "output", true);
+    char err[1024] = {0};
+    accel_status status;
+    {
+      pybind11::gil_scoped_release release;
+      status = api_->run(handle_, ins.data(), ins.size(), outs.data(), outs.size(), err, sizeof err);
+    }
+    if (status != ACCEL_OK) throw std::runtime_error(err[0] ? err : "the runtime failed");
+  }
+
+  const char* backend() const { return api_->backend; }
+
+ private:
+  const accel_runtime_api* api_;
+  accel_runtime* handle_ = nullptr;
+};
+
+}  // namespace detail
+
+// The static C table of runtime class R (one per R and module).
+template <class R>
+const accel_runtime_api* runtime_api(const char* backend) {
+  static const accel_runtime_api api = {ACCEL_ABI_VERSION, backend, &detail::Abi<R>::create, &detail::Abi<R>::run,
+                                        &detail::Abi<R>::destroy};
+  return &api;
+}
+
+// Fills module m: ABI_VERSION, __accel_abi__ and class Runtime.
+template <class R>
+void bind_runtime(pybind11::module_& m, const char* backend) {
+  namespace py = pybind11;
+  const accel_runtime_api* api = runtime_api<R>(backend);
+  m.attr("ABI_VERSION") = py::int_(api->abi_version);
+  m.attr("__accel_abi__") = py::capsule(static_cast<const void*>(api), ACCEL_RUNTIME_CAPSULE);
+  py::class_<detail::PyRuntime>(m, "Runtime", py::module_local(),
+                                "A loaded blob of this backend; one instance may run from several threads at once.")
+      .def(py::init([api](py::buffer blob) { return std::make_unique<detail::PyRuntime>(api, blob); }), py::arg("blob"),
+           "Parse and validate blob (ValueError when it is malformed).")
+      .def("run", &detail::PyRuntime::run, py::arg("inputs"), py::arg("outputs"),
+           "Read the input arrays and write the output arrays (C-contiguous, exact shapes and dtypes); "
+           "RuntimeError on any failure.")
+      .def_property_readonly("backend", &detail::PyRuntime::backend);
+}
+
+}  // namespace accel_sdk
+
+// Defines the Python extension module `module_name` for runtime class R of backend `backend_name`.
+#define ACCEL_SDK_RUNTIME_MODULE(module_name, backend_name, R) \
+  PYBIND11_MODULE(module_name, m) { ::accel_sdk::bind_runtime<R>(m, backend_name); }
+
+#endif  // ACCEL_SDK_RUNTIME_HPP

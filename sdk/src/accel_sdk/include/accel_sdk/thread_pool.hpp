@@ -1,0 +1,153 @@
+// accel_sdk/thread_pool.hpp: a small fixed pool of worker threads.
+//
+// parallel_for(n, fn) calls fn(i) once for every i in [0, n) and returns when
+// all calls have finished. The calling thread takes indices too, so a call
+// always completes even when every worker is busy (with another caller's job,
+// or a nested parallel_for), and several threads may call it at once: each
+// call is its own job, and idle workers help whichever jobs are queued.
+// The first exception thrown by fn is rethrown in the caller once the job has
+// drained (the other indices still run).
+#ifndef ACCEL_SDK_THREAD_POOL_HPP
+#define ACCEL_SDK_THREAD_POOL_HPP
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace accel_sdk {
+
+class ThreadPool {
+ public:
+  // A pool running work on `threads` threads in total, the caller included
+  // (so threads - 1 workers; 0 or 1 means every call runs inline).
+  explicit ThreadPool(std::size_t threads) {
+    for (std::size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Threads that run a parallel_for, the caller included.
+  std::size_t size() const { return workers_.size() + 1; }
+
+  template <class Fn>
+  void parallel_for(std::size_t n, Fn&& fn) {
+    if (n == 0) return;
+    if (n == 1 || workers_.empty()) {
+      for (std::size_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    auto job = std::make_shared<Job>(n, std::function<void(std::size_t)>(std::ref(fn)));
+    const std::size_t helpers = std::min(workers_.size(), n - 1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (std::size_t i = 0; i < helpers; ++i) queue_.push_back(job);
+    }
+    if (helpers == 1) {
+      wake_.notify_one();
+    } else {
+      wake_.notify_all();
+    }
+    job->drain();
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->finished.wait(lock, [&] { return job->done == job->n; });
+    if (job->error) std::rethrow_exception(job->error);
+  }
+
+  // The process-wide pool: ACCEL_NUM_THREADS threads if set (>= 1), else one
+  // per hardware thread. Created on first use and deliberately never
+  // destroyed, so no worker is joined while the interpreter shuts down.
+  static ThreadPool& global() {
+    static ThreadPool* pool = new ThreadPool(default_threads());
+    return *pool;
+  }
+
+  static std::size_t default_threads() {
+    if (const char* env = std::getenv("ACCEL_NUM_THREADS")) {
+      const long v = std::strtol(env, nullptr, 10);
+      if (v >= 1) return static_cast<std::size_t>(std::min(v, 256L));
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : hw;
+  }
+
+ private:
+  struct Job {
+    Job(std::size_t count, std::function<void(std::size_t)> f) : n(count), fn(std::move(f)) {}
+
+    // Take indices until none are left.
+    void drain() {
+      std::size_t ran = 0;
+      for (std::size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!error) error = std::current_exception();
+        }
+        ++ran;
+      }
+      if (ran != 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        done += ran;
+        if (done == n) finished.notify_all();
+      }
+    }
+
+    const std::size_t n;
+    std::function<void(std::size_t)> fn;
+    std::atomic<std::size_t> next{0};
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::size_t done = 0;
+    std::exception_ptr error;
+  };
+
+  void work() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job->drain();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+};
+
+// parallel_for on the process-wide pool.
+template <class Fn>
+void parallel_for(std::size_t n, Fn&& fn) {
+  ThreadPool::global().parallel_for(n, std::forward<Fn>(fn));
+}
+
+}  // namespace accel_sdk
+
+#endif  // ACCEL_SDK_THREAD_POOL_HPP

@@ -1,0 +1,79 @@
+"""accel-sdk's conformance kit on the testbackend: every op, the composite and requantize."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accel.builder import GraphBuilder
+from accel.ir import QuantParams, TensorType
+
+pytest.importorskip("accel_testbackend", reason="accel-testbackend is not installed")
+from accel_sdk.testing import BackendConformance, Case
+from accel_testbackend import TestBackend
+
+RNG = np.random.default_rng(7)
+
+
+def weights(*shape: int) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 0.3).astype(np.float32)
+
+
+def conv_bias_relu_pools() -> Case:
+    b = GraphBuilder(x=(1, 3, 10, 9))
+    y = b.op("nn.conv2d", b.x["x"], b.const(weights(8, 3, 3, 3)), padding=(1, 1, 1, 1))
+    y = b.op("nn.relu", b.op("nn.bias_add", y, b.const(weights(8))))
+    y = b.op("nn.max_pool2d", y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), ceil_mode=True)
+    y = b.op("nn.avg_pool2d", y, pool_size=(2, 3), strides=(1, 2), padding=(1, 1, 0, 1))
+    return Case("conv_bias_relu_pools", b.done(y))
+
+
+def conv_strided_dilated() -> Case:
+    b = GraphBuilder(x=(2, 5, 13, 11))
+    y = b.op("nn.conv2d", b.x["x"], b.const(weights(6, 5, 3, 2)), strides=(2, 1), dilation=(2, 3), padding=(0, 2, 1, 0))
+    y = b.op("clip", y, a_min=-0.25, a_max=0.5)
+    y = b.op(
+        "nn.avg_pool2d",
+        y,
+        pool_size=(3, 3),
+        padding=(1, 1, 1, 1),
+        count_include_pad=True,
+        ceil_mode=True,
+        strides=(2, 2),
+    )
+    return Case("conv_strided_dilated", b.done(y))
+
+
+def conv_bias_then_max() -> Case:
+    """Large enough (1.2M multiply-accumulates) for the runtime to split it over the thread pool."""
+    b = GraphBuilder(x=(1, 16, 16, 16))
+    y = b.op("nn.conv2d", b.x["x"], b.const(weights(32, 16, 3, 3)), padding=(1, 1, 1, 1))
+    y = b.op("nn.bias_add", y, b.const(weights(32)))
+    y = b.op("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
+    return Case("conv_bias_then_max", b.done(y))
+
+
+def elementwise() -> Case:
+    b = GraphBuilder(x=(4, 6), y=(4, 6), z=(2, 12))
+    s = b.op("nn.relu", b.op("add", b.x["x"], b.x["y"]))
+    r = b.op("reshape", s, newshape=(2, 12))
+    m = b.op("maximum", r, b.x["z"])
+    return Case("elementwise", b.done(m, b.op("clip", m, a_min=0.0, a_max=1.0)))
+
+
+def requantize() -> Case:
+    x = TensorType((3, 40), "uint8", QuantParams(0.05, 131))
+    acc = TensorType((2, 50), "int32", QuantParams(0.0007, 0))
+    b = GraphBuilder(x=x, acc=acc)
+    y = b.op("qnn.requantize", b.x["x"], out_scale=0.11, out_zero_point=-3, out_dtype="int8")
+    z = b.op("qnn.requantize", b.x["acc"], out_scale=0.02, out_zero_point=100, out_dtype="uint8")
+    return Case("requantize", b.done(y, z))
+
+
+class TestConformance(BackendConformance):
+    backend = TestBackend
+    rtol = 1e-5
+    atol = 1e-5
+
+    def cases(self):
+        return [conv_bias_relu_pools(), conv_strided_dilated(), conv_bias_then_max(), elementwise(), requantize()]
