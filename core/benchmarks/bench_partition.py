@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import accel
 
@@ -31,6 +29,7 @@ from accel.ir import Graph, TensorType, Value
 from accel.partition import partition_graph
 from accel.pattern import is_constant, is_op, wildcard
 from accel.testing import modelgen
+from bench_core import median_time
 
 
 def _ok(node):
@@ -104,17 +103,6 @@ def synthetic(n_nodes: int, seed: int = 0) -> Graph:
     g.nodes = nodes
     g.outputs = [x]
     return g
-
-
-def median_time(fn, repeat: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def bench_resnet18(repeat: int) -> dict:

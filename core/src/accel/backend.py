@@ -236,15 +236,7 @@ def count_work(node: Node) -> tuple[int, int]:
     opdef = get_op(node.op)
     out_elems = sum(v.type.size for v in node.outputs)
     if opdef.macs is not None:
-        ctx = OpContext(
-            node.op,
-            node.attrs,
-            tuple(v.type for v in node.inputs),
-            tuple(v.type for v in node.outputs),
-            tuple(v.const for v in node.inputs),
-            node.name,
-        )
-        m = int(opdef.macs(ctx))
+        m = int(opdef.macs(OpContext.of(node)))
         return max(m, out_elems), m
     window = node.attrs.get("pool_size")
     if window is not None:

@@ -151,14 +151,7 @@ def _bind(node: Node) -> Callable[..., Any]:
         inner = ReferenceExecutor(node.body)
         return lambda *arrays: tuple(inner.run_positional(list(arrays)))
     opdef = get_op(node.op)
-    ctx = OpContext(
-        op=node.op,
-        attrs=node.attrs,
-        in_types=tuple(v.type for v in node.inputs),
-        out_types=tuple(v.type for v in node.outputs),
-        consts=tuple(v.const for v in node.inputs),
-        name=node.name,
-    )
+    ctx = OpContext.of(node)
     return opdef.bind(ctx)
 
 

@@ -611,13 +611,7 @@ class _ConstantPattern(Pattern):
             if st.explain:
                 st.note(f"%{v.name} is not a constant")
             return False
-        mark = len(st.trail)
-        if not self._accept(v, v, st):
-            return False
-        if then(v):
-            return True
-        st.undo(mark)
-        return False
+        return _WildcardPattern._structural(self, v, st, then)  # type: ignore[arg-type]
 
     def _body(self, hole: Pattern | None, optional: bool = False) -> str:
         return "const"

@@ -55,6 +55,18 @@ class OpContext:
     consts: tuple[np.ndarray | None, ...] = ()
     name: str = ""
 
+    @classmethod
+    def of(cls, node: Any) -> OpContext:
+        """The context of an IR node (its attributes, types and constant inputs)."""
+        return cls(
+            node.op,
+            node.attrs,
+            tuple(v.type for v in node.inputs),
+            tuple(v.type for v in node.outputs),
+            tuple(v.const for v in node.inputs),
+            node.name,
+        )
+
     def const(self, i: int) -> np.ndarray | None:
         return self.consts[i] if i < len(self.consts) else None
 
