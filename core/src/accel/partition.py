@@ -283,7 +283,7 @@ class _Partitioner:
         """Send unprofitable regions back; True if any was."""
         rejected = False
         producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
-        users = self._users()
+        users = self.users = self._users()
         self.region_stats: dict[int, tuple[int, int, int]] = {}
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
@@ -406,9 +406,7 @@ class _Partitioner:
             in_region = set(idxs)
             for i, nd in zip(idxs, body_nodes):
                 for ov, v in zip(self.nodes[i].outputs, nd.outputs):
-                    if id(ov) in graph_outputs or any(
-                        self.index[u.name] not in in_region for u in self.graph.users(ov)
-                    ):
+                    if id(ov) in graph_outputs or any(j not in in_region for j in self.users.get(id(ov), ())):
                         body_outputs.append(v)
             body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
             self._outline_composites(body, [self.unit[i] for i in idxs])
