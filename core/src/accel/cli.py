@@ -388,7 +388,10 @@ def backends(
 
     found = statuses()
     if not found:
-        out.print("no backend plugins installed (try: pip install accel-acl); everything runs on the host")
+        out.print(
+            "no backend plugins are installed: everything runs on the host. A backend is a pip-installable "
+            "plugin (entry point group accel.backends); see docs/plugins.md"
+        )
         return
     table = Table(title=f"backend plugins (this accel-core speaks runtime ABI {ABI_VERSION})")
     for col in ("backend", "distribution", "version", "ABI", "state", "patterns", "ops", "layout"):
