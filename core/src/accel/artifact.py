@@ -73,7 +73,7 @@ class PartitionRecord(BaseModel):
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal["accel-artifact"] = FORMAT
+    format: Literal["accel-artifact"] = "accel-artifact"
     format_version: int = FORMAT_VERSION
     accel_core_version: str
     target: CompositeTarget
@@ -252,10 +252,10 @@ def artifact_from_bytes(
         raise ArtifactError(f"{where}: a member cannot be read: {type(exc).__name__}: {exc}") from None
     blobs = {}
     calls = {n.name: n.attrs.get("compiler") for n in graph.nodes if n.op == CALL_OP and "compiler" in n.attrs}
-    for rec in manifest.partitions:
-        if calls.get(rec.name) != rec.backend:
-            raise ArtifactError(f"{where}: partition {rec.name!r} ({rec.backend}) is not in the host graph")
-        blobs[rec.name] = members[rec.blob]
+    for part in manifest.partitions:
+        if calls.get(part.name) != part.backend:
+            raise ArtifactError(f"{where}: partition {part.name!r} ({part.backend}) is not in the host graph")
+        blobs[part.name] = members[part.blob]
     if set(calls) != set(blobs):
         raise ArtifactError(f"{where}: the host graph has partitions without blobs")
     sig_in, sig_out = _signature(graph, False), _signature(graph, True)

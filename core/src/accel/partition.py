@@ -37,6 +37,7 @@ import heapq
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from accel.backend import Backend, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
@@ -159,7 +160,7 @@ class _Partitioner:
                     node = vnodes.get(self.nodes[i].name)
                     if node is None:
                         continue
-                    reason = self._call_check(backend, lambda bk=backend, nd=node: bk.check_op(nd), node)
+                    reason = self._call_check(backend, partial(backend.check_op, node), node)
                     if reason is None:
                         self.owner[i] = b
                     else:
@@ -169,7 +170,7 @@ class _Partitioner:
 
     def _claim_composites(self, b: int, backend: Backend, table, view: Graph, vnodes: dict[str, Node]) -> None:
         try:
-            matcher = PatternMatcher([(k, e.pattern) for k, e in enumerate(table)])
+            matcher: PatternMatcher[int] = PatternMatcher([(k, e.pattern) for k, e in enumerate(table)])
         except (TypeError, ValueError) as exc:
             raise PartitionError(f"backend {backend.name}: invalid pattern table: {exc}") from exc
         taken = _Taken(self, b)
@@ -184,7 +185,7 @@ class _Partitioner:
                 if any(j < 0 or self.owner[j] >= 0 or (j, b) in self.banned for j in idxs):
                     continue
                 entry = table[k]
-                reason = self._call_check(backend, lambda e=entry, m=match: backend.check_match(e, m), root)
+                reason = self._call_check(backend, partial(backend.check_match, entry, match), root)
                 if reason is not None:
                     for j in idxs:
                         self.reasons[j].setdefault(backend.name, f"{backend.name}.{entry.name}: {reason}")
@@ -309,7 +310,7 @@ class _Partitioner:
             self.region_stats[g] = (work, macs, boundary)
             backend = self.backends[b]
             info = RegionInfo(backend.name, len(idxs), work, macs, boundary)
-            reason = self._call_check(backend, lambda bk=backend, r=info: bk.profitability(r), self.nodes[idxs[0]])
+            reason = self._call_check(backend, partial(backend.profitability, info), self.nodes[idxs[0]])
             if reason is None:
                 continue
             rejected = True

@@ -15,7 +15,7 @@ value is an error naming the device and the key.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +53,7 @@ class CompositeTarget(BaseModel):
 
     # -- constructors ------------------------------------------------------------------
     @classmethod
-    def from_backends(cls, spec: str | list[str]) -> CompositeTarget:
+    def from_backends(cls, spec: str | Sequence[str]) -> CompositeTarget:
         """``"ethosn,acl"`` (or a list of names) → devices with default options."""
         names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [s.strip() for s in spec]
         if any(not n for n in names):

@@ -159,6 +159,7 @@ class BackendConformance:
                     continue
                 feeds = Graph(host.inputs, list(node.inputs), host.nodes, name="feeds")
                 values = ReferenceExecutor(feeds).run_positional(arrays)
+                assert node.body is not None
                 blob = backend.serialize(node.body)
                 assert isinstance(blob, bytes), f"{backend.name}.serialize returned {type(blob).__name__}, not bytes"
                 values = [np.ascontiguousarray(v) for v in values]
