@@ -417,15 +417,7 @@ def _teacher_forced(g: Graph, x: dict[str, np.ndarray], ref: dict[str, np.ndarra
                 args.append(r)
             else:
                 args.append(own[v.name])
-        ctx = OpContext(
-            node.op,
-            node.attrs,
-            tuple(v.type for v in node.inputs),
-            tuple(v.type for v in node.outputs),
-            tuple(v.const for v in node.inputs),
-            node.name,
-        )
-        (y,) = (get_op(node.op).bind(ctx)(*args),)
+        (y,) = (get_op(node.op).bind(OpContext.of(node))(*args),)
         out = node.outputs[0]
         own[out.name] = y
         r = ref.get(out.name)
