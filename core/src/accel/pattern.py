@@ -170,66 +170,41 @@ class _Check:
         raise NotImplementedError
 
 
-class _DtypeCheck(_Check):
-    __slots__ = ("dtypes",)
+class _TypeCheck(_Check):
+    """A condition on one property of the matched value's type (its dtype, shape or rank)."""
 
-    def __init__(self, dtypes: tuple[str, ...]):
-        self.dtypes = dtypes
+    __slots__ = ("field", "get", "accept", "expected")
 
-    def ok(self, subject: Node | Value) -> bool:
-        v = _value_of(subject)
-        return v is not None and v.type.dtype in self.dtypes
-
-    def why(self, subject: Node | Value) -> str:
-        v = _value_of(subject)
-        got = v.type.dtype if v is not None else "no output"
-        return f"{_what(subject)} has dtype {got}, expected {' or '.join(self.dtypes)}"
-
-    def __str__(self) -> str:
-        return f"dtype={'|'.join(self.dtypes)}"
-
-
-class _ShapeCheck(_Check):
-    __slots__ = ("shape",)
-
-    def __init__(self, shape: tuple[int | None, ...]):
-        self.shape = shape
+    def __init__(self, field: str, get: Callable[[Value], Any], accept: Callable[[Any], bool], expected: str) -> None:
+        self.field, self.get, self.accept, self.expected = field, get, accept, expected
 
     def ok(self, subject: Node | Value) -> bool:
         v = _value_of(subject)
-        if v is None or len(v.type.shape) != len(self.shape):
-            return False
-        return all(want is None or want == got for want, got in zip(self.shape, v.type.shape))
+        return v is not None and bool(self.accept(self.get(v)))
 
     def why(self, subject: Node | Value) -> str:
         v = _value_of(subject)
-        got = list(v.type.shape) if v is not None else "no output"
-        return f"{_what(subject)} has shape {got}, expected {self._spec()}"
-
-    def _spec(self) -> str:
-        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+        got = self.get(v) if v is not None else "no output"
+        return f"{_what(subject)} has {self.field} {got}, expected {self.expected}"
 
     def __str__(self) -> str:
-        return f"shape={self._spec()}"
+        return f"{self.field}={self.expected.replace(' or ', '|')}"
 
 
-class _RankCheck(_Check):
-    __slots__ = ("rank",)
+def _dtype_check(dtypes: tuple[str, ...]) -> _TypeCheck:
+    return _TypeCheck("dtype", lambda v: v.type.dtype, lambda d: d in dtypes, " or ".join(dtypes))
 
-    def __init__(self, rank: int):
-        self.rank = rank
 
-    def ok(self, subject: Node | Value) -> bool:
-        v = _value_of(subject)
-        return v is not None and v.type.rank == self.rank
+def _shape_check(shape: tuple[int | None, ...]) -> _TypeCheck:
+    def fits(got: list[int]) -> bool:
+        return len(got) == len(shape) and all(w is None or w == g for w, g in zip(shape, got))
 
-    def why(self, subject: Node | Value) -> str:
-        v = _value_of(subject)
-        got = v.type.rank if v is not None else "no output"
-        return f"{_what(subject)} has rank {got}, expected {self.rank}"
+    spec = "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+    return _TypeCheck("shape", lambda v: list(v.type.shape), fits, spec)
 
-    def __str__(self) -> str:
-        return f"rank={self.rank}"
+
+def _rank_check(rank: int) -> _TypeCheck:
+    return _TypeCheck("rank", lambda v: v.type.rank, lambda r: r == rank, str(rank))
 
 
 class _AttrCheck(_Check):
@@ -423,7 +398,7 @@ class Pattern:
             names = tuple(dict.fromkeys(dtype_name(d) for d in dtypes))
         except AccelError as exc:
             raise ValueError(f"has_dtype(): {exc}") from None
-        return self._with_check(_DtypeCheck(names))
+        return self._with_check(_dtype_check(names))
 
     def has_shape(self, shape: Sequence[int | None]) -> Pattern:
         """Require the matched value to have this shape; ``None`` accepts any size in that dimension."""
@@ -431,13 +406,13 @@ class Pattern:
             dims = tuple(None if d is None else int(d) for d in shape)
         except (TypeError, ValueError):
             raise TypeError(f"has_shape() takes a sequence of ints or None, got {shape!r}") from None
-        return self._with_check(_ShapeCheck(dims))
+        return self._with_check(_shape_check(dims))
 
     def has_rank(self, rank: int) -> Pattern:
         """Require the matched value to have ``rank`` dimensions."""
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
             raise TypeError(f"has_rank() takes a non-negative int, got {rank!r}")
-        return self._with_check(_RankCheck(rank))
+        return self._with_check(_rank_check(rank))
 
     def where(self, predicate: Callable[[Any], Any]) -> Pattern:
         """Require ``predicate(subject)`` to be true: subject is the matched Node for an op, else the Value."""
