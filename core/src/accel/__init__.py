@@ -69,8 +69,20 @@ def load(path):
     return _load(path)
 
 
-def execute(graph: Graph, inputs: dict) -> dict:
-    """Run ``graph`` on the numpy reference kernels: ``{name: array} -> {name: array}``."""
+def execute(graph, inputs: dict) -> dict:
+    """Run ``graph`` on the numpy reference kernels: ``{name: array} -> {name: array}``.
+
+    ``graph`` may also be an ONNX model (path, bytes or ``onnx.ModelProto``):
+    it is imported specialized on the inputs given, so operands that fix a
+    shape (a Reshape's shape, a Resize's sizes ...) may be graph inputs and
+    symbolic dimensions take the given arrays' shapes (see
+    :class:`accel.frontend.specialize.SpecializedModel`, which also caches
+    one graph per value for repeated runs).
+    """
+    if not isinstance(graph, Graph):
+        from accel.frontend.specialize import SpecializedModel
+
+        return SpecializedModel(graph).run(inputs)
     from accel.executor import ReferenceExecutor
 
     return ReferenceExecutor(graph).run(inputs)

@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
-from accel.errors import AccelError, ExternalDataError, GraphError, ModelError, UnsupportedOpError
+from accel.errors import AccelError, ExternalDataError, GraphError, InputError, ModelError, UnsupportedOpError
 from accel.frontend.external_data import load_external_data
 from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value, stable_topological_order
 from accel.ops.registry import OpContext, get_op, infer_node_types
@@ -253,7 +253,12 @@ def _prod(dims: Iterable[int]) -> int:
 class _Importer:
     """One import: ONNX names → IR values, nodes appended in topological order."""
 
-    def __init__(self, proto: ModelProto, input_shapes: Mapping[str, Sequence[int]] | None):
+    def __init__(
+        self,
+        proto: ModelProto,
+        input_shapes: Mapping[str, Sequence[int]] | None,
+        input_values: Mapping[str, Any] | None = None,
+    ):
         self.proto = proto
         self.g = proto.graph
         self.opsets: dict[str, int] = {}
@@ -272,6 +277,7 @@ class _Importer:
                 f"accel knows ({MAX_OPSET})"
             )
         self.input_shapes = dict(input_shapes or {})
+        self.input_values = dict(input_values or {})
         self.env: dict[str, Value] = {}
         self.nodes: list[Node] = []
         self.reserved: set[str] = set()
@@ -576,6 +582,26 @@ class _Importer:
             raise ModelError(f"{what}: {exc}") from None
         return Value(self._value_name(name, name), t)
 
+    def bound_input(self, vi: onnx.ValueInfoProto, value: Any) -> Value:
+        """Graph input ``vi`` as a constant holding ``value`` (checked against its declared type)."""
+        what = f"input {vi.name!r}"
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedOpError(f"{what} is not a tensor; accel supports tensor inputs only")
+        tt = vi.type.tensor_type
+        dtype = _dtype(tt.elem_type, what)
+        arr = np.asarray(value)
+        if arr.dtype.name != dtype:
+            raise InputError(f"{what} must be {dtype}, got {arr.dtype.name}")
+        if tt.HasField("shape"):
+            dims = list(tt.shape.dim)
+            if len(dims) != arr.ndim or any(
+                d.HasField("dim_value") and d.dim_value != s for d, s in zip(dims, arr.shape, strict=False)
+            ):
+                declared = ",".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims)
+                raise InputError(f"{what} must have shape [{declared}], got [{','.join(map(str, arr.shape))}]")
+        arr = _frozen(arr.astype(arr.dtype.newbyteorder("="), copy=False))
+        return Value(self._value_name(vi.name, vi.name), TensorType.of(arr), None, arr)
+
     def toposort(self) -> list[NodeProto]:
         """ONNX nodes in a stable topological order; GraphError on duplicates or a cycle."""
         g = self.g
@@ -641,16 +667,20 @@ class _Importer:
             self.env[name] = Value(self._value_name(name, name), TensorType.of(arr), None, arr)
 
         model_inputs = [v.name for v in g.input if v.name not in init_names]
-        unknown = sorted(set(self.input_shapes) - set(model_inputs))
-        if unknown:
-            raise ModelError(
-                f"input_shapes names {', '.join(map(repr, unknown))}, not an input of the model "
-                f"(inputs: {', '.join(model_inputs) or 'none'})"
-            )
+        for what, given in (("input_shapes", self.input_shapes), ("input_values", self.input_values)):
+            unknown = sorted(set(given) - set(model_inputs))
+            if unknown:
+                raise ModelError(
+                    f"{what} names {', '.join(map(repr, unknown))}, not an input of the model "
+                    f"(inputs: {', '.join(model_inputs) or 'none'})"
+                )
         inputs = []
         for vi in g.input:
             if vi.name in init_names:
                 continue  # an initializer listed as input: frozen as a constant
+            if vi.name in self.input_values:
+                self.env[vi.name] = self.bound_input(vi, self.input_values[vi.name])
+                continue
             v = self.make_input(vi)
             self.env[vi.name] = v
             inputs.append(v)
@@ -743,16 +773,20 @@ def import_model(
     *,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
+    input_values: Mapping[str, Any] | None = None,
 ) -> Graph:
     """Import an ONNX model as an IR graph (no simplification passes).
 
     ``input_shapes`` binds the shapes of inputs with symbolic dimensions.
+    ``input_values`` binds graph inputs to values: each becomes a constant and
+    leaves the graph's inputs (how operands that fix a shape, given at run
+    time, are specialized on; see :mod:`accel.frontend.specialize`).
     ``base_dir`` is the folder external tensor data lives in; it defaults to the
     model file's folder and is required for bytes/ModelProto models with
     external data.
     """
     proto = load_model_proto(model, base_dir=base_dir)
-    return _Importer(proto, input_shapes).run()
+    return _Importer(proto, input_shapes, input_values).run()
 
 
 # =================================================================================
@@ -2158,10 +2192,10 @@ def _numpy_fold(fn: Callable[..., np.ndarray]) -> Handler:
     def handler(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         for i, v in enumerate(ins):
             if v is not None and v.const is None:
-                raise cv.unsupported(
-                    node,
-                    f"input {node.input[i]!r} is computed at run time; accel evaluates {node.op_type} only on "
-                    "constants (shape computations folded at import)",
+                raise ConstantOperandRequired(
+                    f"{node.op_type} at node {cv.label}: input {node.input[i]!r} is computed at run time; accel "
+                    f"evaluates {node.op_type} only on constants (shape computations folded at import)",
+                    node.input[i],
                 )
         arrays = [None if v is None else v.const for v in ins]
         try:
@@ -2187,16 +2221,6 @@ def _range(a: _Attrs, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -
     return (s + np.arange(n) * d).astype(start.dtype) if n else np.zeros(0, dtype=start.dtype)
 
 
-def _mod(a: _Attrs, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if a.int("fmod", 0):
-        return np.fmod(x, y).astype(x.dtype)
-    return np.mod(x, y).astype(x.dtype)
-
-
-def _where(a: _Attrs, c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.where(c, x, y).astype(x.dtype)
-
-
 def _reduce_prod(a: _Attrs, x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     ax = a.ints("axes") if axes is None else [int(v) for v in axes.reshape(-1)]
     keep = bool(a.int("keepdims", 1))
@@ -2212,28 +2236,45 @@ def _nonzero(a: _Attrs, x: np.ndarray) -> np.ndarray:
 
 
 _FOLD_ONLY: dict[str, Callable[..., np.ndarray]] = {
-    "Equal": lambda a, x, y: np.equal(x, y),
-    "Less": lambda a, x, y: np.less(x, y),
-    "LessOrEqual": lambda a, x, y: np.less_equal(x, y),
-    "Greater": lambda a, x, y: np.greater(x, y),
-    "GreaterOrEqual": lambda a, x, y: np.greater_equal(x, y),
-    "Not": lambda a, x: np.logical_not(x),
-    "And": lambda a, x, y: np.logical_and(x, y),
-    "Or": lambda a, x, y: np.logical_or(x, y),
-    "Xor": lambda a, x, y: np.logical_xor(x, y),
-    "Where": _where,
     "Range": _range,
-    "Mod": _mod,
-    "Floor": lambda a, x: np.floor(x),
-    "Ceil": lambda a, x: np.ceil(x),
     "ReduceProd": _reduce_prod,
     "NonZero": _nonzero,
 }
 for _name, _fn in _FOLD_ONLY.items():
     _HANDLERS[_name] = _numpy_fold(_fn)
 
+# elementwise ops with an IR op each (constant inputs fold through its kernel)
+_ELEMENTWISE = {
+    "Equal": "equal",
+    "Less": "less",
+    "LessOrEqual": "less_equal",
+    "Greater": "greater",
+    "GreaterOrEqual": "greater_equal",
+    "Not": "logical_not",
+    "And": "logical_and",
+    "Or": "logical_or",
+    "Xor": "logical_xor",
+    "Where": "where",
+    "Floor": "floor",
+    "Ceil": "ceil",
+}
+
+
+@_op(*_ELEMENTWISE)
+def _elementwise(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    n = 3 if node.op_type == "Where" else 1 if node.op_type in ("Not", "Floor", "Ceil") else 2
+    args = [cv.need(node, ins, i, f"operand {i}") for i in range(n)]
+    return [cv.emit(_ELEMENTWISE[node.op_type], args, out=node.output[0])]
+
+
+@_op("Mod")
+def _mod_op(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x, y = cv.need(node, ins, 0, "A"), cv.need(node, ins, 1, "B")
+    return [cv.emit("mod", [x, y], {"fmod": bool(a.int("fmod", 0))}, out=node.output[0])]
+
+
 #: ONNX ops evaluated only when all their inputs are constant.
-FOLD_ONLY_OPS = tuple([*sorted(_FOLD_ONLY), "ConstantOfShape", "Shape", "Size"])
+FOLD_ONLY_OPS = tuple(sorted([*_FOLD_ONLY, "ConstantOfShape", "Shape", "Size"]))
 
 
 # -- quantization ------------------------------------------------------------------------

@@ -427,3 +427,96 @@ def _prepare_softmax(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
 def softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) along ``axis`` (float16 is computed in float32)."""
     return _prepare_softmax(ctx)(x)
+
+
+# -- comparisons, logic, selection, mod, rounding ----------------------------------------
+
+
+def _compare_rule(attrs: Any, a: TensorType, b: TensorType) -> TensorType:
+    expect(a.dtype == b.dtype, f"inputs are {a.dtype} and {b.dtype}; both must have one dtype (insert a cast)")
+    _expect_unquantized(a, "dequantize it first")
+    _expect_unquantized(b, "dequantize it first")
+    return TensorType(broadcast_shapes(a.shape, b.shape), "bool")
+
+
+def _register_compare(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: str) -> None:
+    def kernel(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(fn(a, b), dtype=np.bool_)
+
+    kernel.__doc__ = doc
+    register_op(name, infer=_compare_rule, num_inputs=2)(kernel)
+
+
+_register_compare("equal", np.equal, "a == b as bool, numpy broadcasting.")
+_register_compare("less", np.less, "a < b as bool, numpy broadcasting (NaN compares false).")
+_register_compare("less_equal", np.less_equal, "a <= b as bool, numpy broadcasting.")
+_register_compare("greater", np.greater, "a > b as bool, numpy broadcasting.")
+_register_compare("greater_equal", np.greater_equal, "a >= b as bool, numpy broadcasting.")
+
+
+def _logical_rule(attrs: Any, a: TensorType, b: TensorType | None = None) -> TensorType:
+    for t in (a, b):
+        if t is not None:
+            expect(t.dtype == "bool", f"input is {t.dtype}; logical ops take bool (compare or cast first)")
+    return TensorType(a.shape if b is None else broadcast_shapes(a.shape, b.shape), "bool")
+
+
+def _register_logical(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: str) -> None:
+    def kernel(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(fn(a, b))
+
+    kernel.__doc__ = doc
+    register_op(name, infer=_logical_rule, num_inputs=2)(kernel)
+
+
+_register_logical("logical_and", np.logical_and, "a and b on bool tensors, numpy broadcasting.")
+_register_logical("logical_or", np.logical_or, "a or b on bool tensors, numpy broadcasting.")
+_register_logical("logical_xor", np.logical_xor, "a xor b on bool tensors, numpy broadcasting.")
+
+
+@register_op("logical_not", infer=_logical_rule)
+def logical_not(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """not x on a bool tensor."""
+    return np.asarray(np.logical_not(x))
+
+
+def _where_rule(attrs: Any, c: TensorType, a: TensorType, b: TensorType) -> TensorType:
+    expect(c.dtype == "bool", f"the condition is {c.dtype}; it must be bool")
+    expect(a.dtype == b.dtype, f"the branches are {a.dtype} and {b.dtype}; both must have one dtype")
+    _expect_unquantized(a, "dequantize it first")
+    _expect_unquantized(b, "dequantize it first")
+    return TensorType(broadcast_shapes(c.shape, broadcast_shapes(a.shape, b.shape)), a.dtype)
+
+
+@register_op("where", infer=_where_rule, num_inputs=3)
+def where(ctx: OpContext, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a where c else b, numpy broadcasting over all three."""
+    return np.asarray(np.where(c, a, b), dtype=ctx.out_types[0].dtype)
+
+
+@register_op("mod", infer=_binary_rule("none"), num_inputs=2, attrs={"fmod": False})
+def mod(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Remainder. fmod=0: the sign of the divisor, like Python's %; fmod=1: the sign of the
+    dividend, like C fmod. A zero integer divisor gives 0 (undefined in ONNX)."""
+    dtype = ctx.out_types[0].dtype
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.fmod(a, b) if ctx.attrs["fmod"] else np.mod(a, b)
+    return np.asarray(r, dtype=dtype)
+
+
+def _round_rule(attrs: Any, x: TensorType) -> TensorType:
+    _expect_float(x)
+    _expect_unquantized(x, "dequantize it first")
+    return x
+
+
+@register_op("floor", infer=_round_rule)
+def floor(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """The largest integer <= x (NaN and infinities unchanged)."""
+    return np.asarray(np.floor(x))
+
+
+@register_op("ceil", infer=_round_rule)
+def ceil(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """The smallest integer >= x (NaN and infinities unchanged)."""
+    return np.asarray(np.ceil(x))
