@@ -634,3 +634,188 @@ def test_attention_gqa_3d_matches_ort(causal: int) -> None:
         model, {"q": f32(2, 5, 32), "k": f32(2, 7, 16), "v": f32(2, 7, 24), "mask": mask}, rtol=1e-4, atol=1e-5
     )
     assert ops(graph).count("nn.batch_matmul") == 2 and "nn.softmax" in ops(graph)
+
+
+# -- LRN ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape,size,alpha,beta,bias",
+    [
+        ((2, 96, 27, 27), 5, 1e-4, 0.75, 1.0),  # AlexNet's first LRN
+        ((1, 7, 5, 6), 3, 2e-2, 0.5, 2.0),
+        ((1, 4, 9, 1), 1, 1.0, 1.0, 0.5),  # a window of one channel
+        ((1, 3, 2, 2), 7, 0.3, 0.9, 1.5),  # a window wider than the channel count
+    ],
+)
+def test_lrn_matches_ort(shape: tuple[int, ...], size: int, alpha: float, beta: float, bias: float) -> None:
+    model = make_model(
+        [helper.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)],
+        {"x": (list(shape), F)},
+        ["y"],
+        opset=13,
+    )
+    graph = check(model, {"x": 5 * f32(*shape)}, rtol=1e-5, atol=1e-6)
+    assert ops(graph) == ["nn.lrn"]
+
+
+def _lrn_by_the_spec(x: np.ndarray, size: int, alpha: float, beta: float, bias: float) -> np.ndarray:
+    """ONNX's LRN formula, one channel at a time (onnx.reference's LRN loops over the batch axis instead)."""
+    c_dim = x.shape[1]
+    y = np.empty_like(x, dtype=np.float64)
+    for c in range(c_dim):
+        lo, hi = max(0, c - (size - 1) // 2), min(c_dim - 1, c + -(-(size - 1) // 2))
+        square_sum = np.sum(x[:, lo : hi + 1].astype(np.float64) ** 2, axis=1)
+        y[:, c] = x[:, c] / (bias + alpha / size * square_sum) ** beta
+    return y
+
+
+@pytest.mark.parametrize("shape,size", [((1, 6, 3, 3), 4), ((2, 5, 7), 2), ((1, 4, 2, 3, 2), 3), ((1, 9, 2, 2), 6)])
+def test_lrn_even_sizes_and_other_ranks_follow_the_spec(shape: tuple[int, ...], size: int) -> None:
+    """onnxruntime takes 4-D data and odd sizes only; the window is [c - floor((size-1)/2), c + ceil((size-1)/2)]."""
+    model = make_model(
+        [helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.2, beta=0.75, bias=1.0)],
+        {"x": (list(shape), F)},
+        ["y"],
+    )
+    x = 3 * f32(*shape)
+    got = accel.execute(accel.import_onnx(model), {"x": x})["y"]
+    np.testing.assert_allclose(got, _lrn_by_the_spec(x, size, 0.2, 0.75, 1.0), rtol=1e-5, atol=1e-6)
+
+
+def test_lrn_on_rank_2_is_refused() -> None:
+    model = make_model([helper.make_node("LRN", ["x"], ["y"], size=3)], {"x": ([2, 3], F)}, ["y"])
+    with pytest.raises(ModelError, match="LRN needs input of rank >= 3"):
+        import_model(model)
+
+
+# -- comparison, logic, Where, Mod, Floor/Ceil on run-time data ----------------------------
+
+
+@pytest.mark.parametrize("op", ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_comparisons_run_at_run_time(op: str, dtype: type) -> None:
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = make_model([helper.make_node(op, ["a", "b"], ["y"])], {"a": ([2, 3, 4], t), "b": ([3, 1], t)}, ["y"])
+    a = RNG.integers(-3, 3, (2, 3, 4)).astype(dtype)
+    b = RNG.integers(-3, 3, (3, 1)).astype(dtype)
+    graph = check(model, {"a": a, "b": b})
+    assert len(graph.nodes) == 1 and graph.outputs[0].type.dtype == "bool"
+
+
+def test_logic_and_where_run_at_run_time() -> None:
+    B = TensorProto.BOOL
+    model = make_model(
+        [
+            helper.make_node("Less", ["x", "zero"], ["neg"]),
+            helper.make_node("Not", ["m"], ["nm"]),
+            helper.make_node("Xor", ["neg", "nm"], ["c1"]),
+            helper.make_node("Or", ["c1", "m"], ["c2"]),
+            helper.make_node("And", ["c2", "neg"], ["c"]),
+            helper.make_node("Where", ["c", "x", "y"], ["out"]),
+        ],
+        {"x": ([3, 4], F), "m": ([4], B), "y": ([1], F)},
+        ["out", "c"],
+        {"zero": np.array(0, np.float32)},
+    )
+    graph = check(model, {"x": f32(3, 4), "m": RNG.random(4) < 0.5, "y": f32(1)})
+    assert sorted(ops(graph)) == sorted(["less", "logical_not", "logical_xor", "logical_or", "logical_and", "where"])
+
+
+@pytest.mark.parametrize(
+    "fmod,dtype", [(0, np.int32), (1, np.int32), (0, np.int64), (1, np.float32), (0, np.float32)]
+)
+def test_mod_signs_match_onnx(fmod: int, dtype: type) -> None:
+    """fmod=0: the divisor's sign (Python %); fmod=1: the dividend's sign (C fmod)."""
+    from onnx.reference import ReferenceEvaluator
+
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = make_model([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)], {"a": ([8], t), "b": ([8], t)}, ["y"])
+    a = np.array([7, -7, 7, -7, 5, -5, 0, 9], dtype)
+    b = np.array([3, 3, -3, -3, 5, 2, 4, -4], dtype)
+    got = accel.execute(accel.import_onnx(model), {"a": a, "b": b})["y"]
+    (want,) = ReferenceEvaluator(model).run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(got, want)
+    assert np.any(got < 0) and np.any(got > 0)  # both sign rules are exercised
+
+
+def test_floor_and_ceil_run_at_run_time() -> None:
+    model = make_model(
+        [helper.make_node("Floor", ["x"], ["f"]), helper.make_node("Ceil", ["x"], ["c"])], {"x": ([5, 3], F)}, ["f", "c"]
+    )
+    graph = check(model, {"x": 3 * f32(5, 3)})
+    assert sorted(ops(graph)) == ["ceil", "floor"]
+
+
+# -- shape operands given at run time: specialization ------------------------------------
+
+
+def _reshape_by_input() -> onnx.ModelProto:
+    return make_model(
+        [
+            helper.make_node("Reshape", ["x", "shape"], ["r"]),
+            helper.make_node("ReduceSum", ["r", "axes"], ["y"], keepdims=0),
+        ],
+        {"x": ([2, 6], F), "shape": ([None], TensorProto.INT64), "axes": ([1], TensorProto.INT64)},
+        ["y"],
+        opset=18,
+    )
+
+
+def test_execute_on_a_model_specializes_on_run_time_shape_operands() -> None:
+    from accel.frontend.specialize import SpecializedModel
+
+    model = _reshape_by_input()
+    x = f32(2, 6)
+    for shape, axes in (([3, 4], [0]), ([4, 3], [1]), ([3, 4], [0])):
+        feed = {"x": x, "shape": np.array(shape, np.int64), "axes": np.array(axes, np.int64)}
+        got = accel.execute(model, feed)["y"]
+        np.testing.assert_allclose(got, x.reshape(shape).sum(axis=tuple(axes)), rtol=1e-6)
+    runner = SpecializedModel(model)
+    for shape, axes in (([3, 4], [0]), ([4, 3], [1]), ([3, 4], [0]), ([4, 3], [1])):
+        feed = {"x": x, "shape": np.array(shape, np.int64), "axes": np.array(axes, np.int64)}
+        np.testing.assert_allclose(runner.run(feed)["y"], x.reshape(shape).sum(axis=tuple(axes)), rtol=1e-6)
+    assert sorted(runner.bound_inputs) == ["axes", "shape"]
+    # one import to learn which inputs to bind plus one per distinct value; repeats hit the cache
+    assert runner.imports == 4
+    graph, rest = runner.graph_for({"x": x, "shape": np.array([12], np.int64), "axes": np.array([0], np.int64)})
+    assert [v.name for v in graph.inputs] == ["x"] and set(rest) == {"x"}
+
+
+def test_specialization_follows_a_computed_operand_to_its_inputs() -> None:
+    """Pads computed from a graph input (Concat of it with a constant) bind that input."""
+    model = make_model(
+        [
+            helper.make_node("Concat", ["p", "zeros"], ["pads"], axis=0),
+            helper.make_node("Pad", ["x", "pads"], ["y"]),
+        ],
+        {"x": ([2, 3], F), "p": ([2], TensorProto.INT64)},
+        ["y"],
+        {"zeros": np.zeros(2, np.int64)},
+        opset=13,
+    )
+    x = f32(2, 3)
+    got = accel.execute(model, {"x": x, "p": np.array([1, 2], np.int64)})["y"]
+    np.testing.assert_array_equal(got, np.pad(x, ((1, 0), (2, 0))))
+
+
+def test_specialization_takes_symbolic_dims_from_the_inputs() -> None:
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (["N", 3, "W"], F)}, ["y"])
+    for shape in ((1, 3, 5), (4, 3, 2)):
+        x = f32(*shape)
+        np.testing.assert_array_equal(accel.execute(model, {"x": x})["y"], np.maximum(x, 0))
+
+
+def test_specialization_errors_are_typed() -> None:
+    from accel.errors import InputError
+
+    model = _reshape_by_input()
+    x = f32(2, 6)
+    with pytest.raises(InputError, match="'shape'.*not given"):
+        accel.execute(model, {"x": x, "axes": np.array([0], np.int64)})
+    with pytest.raises(InputError, match="unknown input"):
+        accel.execute(model, {"x": x, "nope": x})
+    with pytest.raises(InputError, match="must be int64"):
+        accel.execute(model, {"x": x, "shape": np.array([3, 4], np.int32), "axes": np.array([0], np.int64)})
+    with pytest.raises(InputError, match="values given for 'shape'.* do not fit the model.*20 elements"):
+        accel.execute(model, {"x": x, "shape": np.array([5, 4], np.int64), "axes": np.array([0], np.int64)})

@@ -1229,6 +1229,24 @@ def _instance_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list
     ]
 
 
+@_op("LRN")
+def _lrn(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "X")
+    if x.type.rank < 3:
+        raise ModelError(f"node {cv.label}: LRN needs input of rank >= 3 (N, C, spatial...), got {list(x.type.shape)}")
+    size = a.int("size")
+    if size < 1:
+        raise ModelError(f"node {cv.label}: LRN size must be positive, got {size}")
+    attrs = {
+        "size": size,
+        "alpha": a.float("alpha", 1e-4),
+        "beta": a.float("beta", 0.75),
+        "bias": a.float("bias", 1.0),
+        "axis": 1,
+    }
+    return [cv.emit("nn.lrn", [x], attrs, out=node.output[0])]
+
+
 @_op("LayerNormalization")
 def _layer_norm(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     # (x - mean) / sqrt(var + eps) * scale + bias over the axes [axis:].

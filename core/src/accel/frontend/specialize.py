@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto
 
-from accel.errors import InputError
+from accel.errors import GraphError, InputError, ModelError
 from accel.frontend.onnx import ConstantOperandRequired, import_model, load_model_proto
 from accel.ir import Graph
 
@@ -166,7 +166,13 @@ class SpecializedModel:
                 shapes[name] = tuple(np.shape(inputs[name]))
         values = {name: inputs[name] for name in self.bound_inputs}
         self.imports += 1
-        graph = import_model(self.proto, input_shapes=shapes, input_values=values)
+        try:
+            graph = import_model(self.proto, input_shapes=shapes, input_values=values)
+        except (GraphError, ModelError) as exc:
+            if not values:
+                raise
+            # with run-time values bound, a shape or type error most likely comes from them
+            raise InputError(f"the values given for {', '.join(map(repr, values))} do not fit the model: {exc}") from None
         if self.optimize:
             from accel.passes import simplify
 

@@ -1213,6 +1213,43 @@ def instance_norm(ctx: OpContext, data: np.ndarray, gamma: np.ndarray, beta: np.
     return _contiguous(centered, out_dtype)
 
 
+def _infer_lrn(attrs: Mapping[str, Any], data: TensorType) -> TensorType:
+    _float(data, "data", "nn.lrn")
+    expect(data.rank >= 3, f"nn.lrn needs data of rank >= 3 (batch, channel, spatial...), got shape {list(data.shape)}")
+    axis = normalize_axis(attrs["axis"], data.rank)
+    expect(axis != 0, "nn.lrn axis must be the channel axis, not the batch axis 0")
+    size = attrs["size"]
+    expect(isinstance(size, (int, np.integer)) and size >= 1, f"nn.lrn size must be a positive integer, got {size!r}")
+    expect(float(attrs["bias"]) > 0, f"nn.lrn bias must be positive, got {attrs['bias']}")
+    return data.with_quant(None)
+
+
+@register_op(
+    "nn.lrn",
+    infer=_infer_lrn,
+    attrs={"size": REQUIRED, "alpha": 1e-4, "beta": 0.75, "bias": 1.0, "axis": 1},
+)
+def lrn(ctx: OpContext, data: np.ndarray) -> np.ndarray:
+    """Local response normalization across channels (AlexNet, ONNX LRN):
+    y = x / (bias + alpha / size * sum of x^2 over channels c - (size-1)//2 .. c + size//2) ** beta."""
+    out_dtype = ctx.out_types[0].np_dtype
+    cdt = _compute_dtype(out_dtype)
+    axis = normalize_axis(ctx.attrs["axis"], data.ndim)
+    size = int(ctx.attrs["size"])
+    x = data.astype(cdt)
+    sq = np.moveaxis(np.square(x), axis, 0)
+    c = sq.shape[0]
+    # window sums as differences of a cumulative sum over the channel axis (0 before the first)
+    csum = np.zeros((c + 1, *sq.shape[1:]), dtype=np.float64)
+    np.cumsum(sq, axis=0, dtype=np.float64, out=csum[1:])
+    lo = np.clip(np.arange(c) - (size - 1) // 2, 0, c)
+    hi = np.clip(np.arange(c) + size // 2 + 1, 0, c)
+    window = np.moveaxis((csum[hi] - csum[lo]).astype(cdt), 0, axis)
+    alpha, beta, bias = (cdt.type(ctx.attrs[k]) for k in ("alpha", "beta", "bias"))
+    denom = np.power(bias + (alpha / cdt.type(size)) * window, beta)
+    return _contiguous(x / denom, out_dtype)
+
+
 # --------------------------------------------------------------------------------------
 # pooling
 
