@@ -42,11 +42,6 @@ NOT_CLAIMED: dict[str, tuple[str, str]] = {
         r"uses opset \d+ of the default ONNX domain; accel supports opsets",
         "opsets older than 7 (the legacy 'broadcast' attribute era) are refused; convert the model",
     ),
-    "fold-only": (
-        r"accel evaluates \w+ only on constants",
-        "comparison, logic, Where, Mod, Range, Floor/Ceil, ReduceProd and NonZero have no run-time IR op: "
-        "the frontend evaluates them only when their inputs are constant (shape computations)",
-    ),
     "computed-shape-operand": (
         r"is computed at run time; accel needs it constant",
         "an operand fixing a shape (here Pad's pads) is computed from run-time inputs inside the model; "
@@ -54,16 +49,15 @@ NOT_CLAIMED: dict[str, tuple[str, str]] = {
     ),
     "window-rank": (
         r"\d-D (windows|transposed convolution) are not supported|\d-D transposed convolution is not supported",
-        "3-D convolutions and pooling: the IR has 2-D window ops only (1-D runs as 2-D)",
+        "3-D convolutions and LpPool: the IR has 2-D window ops only (1-D runs as 2-D; 3-D max and average "
+        "pooling are separable and run as two 2-D pools)",
     ),
-    "lppool-p": (r"LpPool at node .*: p=\d+ is not supported", "LpPool with p other than 1 or 2"),
     "resize-mode": (
         r"Resize at node .*: (mode 'cubic'|coordinate_transformation_mode|antialias|exclude_outside|"
         r"keep_aspect_ratio_policy|scale \S+ on axis \d+ gives a fractional size)",
         "image.resize2d does nearest and linear with whole output sizes; cubic, antialias, "
         "tf_crop_and_resize / half_pixel_symmetric, aspect-ratio policies and fractional scales are not in the IR",
     ),
-    "pad-wrap": (r"mode 'wrap' is not supported", "nn.pad has constant, edge and reflect modes"),
     "training": (
         r"training-mode Dropout|training mode \(running statistics",
         "training-mode Dropout (random) and BatchNormalization (running statistics) are inference-only here",

@@ -1565,11 +1565,56 @@ def _pool_params(cv: _Importer, node: NodeProto, a: _Attrs, x: Value) -> dict[st
     }
 
 
+def _pool_3d(cv: _Importer, node: NodeProto, a: _Attrs, x: Value, op: str, extra: dict[str, Any]) -> Value:
+    """A 3-D max or average pool as two 2-D ones: over (H, W) with D folded into the channels,
+    then over D with H*W as the width. Both reductions are separable per axis: a window's max
+    is the max over D of maxima over (H, W), and its element count (pads included or not) is
+    the product of the per-axis counts, so an average of averages is the average."""
+    kernel = a.ints("kernel_shape")
+    if kernel is None or len(kernel) != 3:
+        raise ModelError(f"node {cv.label}: kernel_shape {kernel} does not match a 3-D input")
+    strides = a.ints("strides", [1, 1, 1])
+    dilations = a.ints("dilations", [1, 1, 1])
+    if len(strides) != 3 or len(dilations) != 3:
+        raise ModelError(f"node {cv.label}: strides {strides} / dilations {dilations} must have 3 values")
+    n, c, d, h, w = x.type.shape
+    pads = _auto_pads(cv, a, (d, h, w), kernel, strides, dilations)
+    ceil = bool(a.int("ceil_mode", 0))
+    hw = cv.emit(
+        op,
+        [cv.reshape(x, (n, c * d, h, w))],
+        {
+            "pool_size": (kernel[1], kernel[2]),
+            "strides": (strides[1], strides[2]),
+            "dilation": (dilations[1], dilations[2]),
+            "padding": (pads[1], pads[2], pads[4], pads[5]),
+            "ceil_mode": ceil,
+            **extra,
+        },
+    )
+    ho, wo = hw.type.shape[2:]
+    t = cv.emit(
+        op,
+        [cv.reshape(hw, (n, c, d, ho * wo))],
+        {
+            "pool_size": (kernel[0], 1),
+            "strides": (strides[0], 1),
+            "dilation": (dilations[0], 1),
+            "padding": (pads[0], 0, pads[3], 0),
+            "ceil_mode": ceil,
+            **extra,
+        },
+    )
+    return cv.reshape(t, (n, c, t.type.shape[2], ho, wo), out=node.output[0])
+
+
 @_op("MaxPool")
 def _max_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x = cv.need(node, ins, 0, "X")
     if len(node.output) > 1 and node.output[1]:
         raise cv.unsupported(node, "the Indices output is not supported")
+    if x.type.rank == 5:
+        return [_pool_3d(cv, node, a, x, "nn.max_pool2d", {})]
     attrs = _pool_params(cv, node, a, x)
     y = cv.emit("nn.max_pool2d", [_to_2d(cv, x)], attrs)
     return [_from_2d(cv, y, x.type.rank, node.output[0])]
@@ -1578,28 +1623,41 @@ def _max_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 @_op("AveragePool")
 def _avg_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x = cv.need(node, ins, 0, "X")
+    include = bool(a.int("count_include_pad", 0))
+    if x.type.rank == 5:
+        return [_pool_3d(cv, node, a, x, "nn.avg_pool2d", {"count_include_pad": include})]
     attrs = _pool_params(cv, node, a, x)
-    attrs["count_include_pad"] = bool(a.int("count_include_pad", 0))
+    attrs["count_include_pad"] = include
     y = cv.emit("nn.avg_pool2d", [_to_2d(cv, x)], attrs)
     return [_from_2d(cv, y, x.type.rank, node.output[0])]
 
 
 @_op("LpPool")
 def _lp_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
-    # p=2: sqrt(avg_pool(x^2, count_include_pad) * kh*kw); p=1: avg_pool(|x|) * kh*kw.
+    # (sum over the window of |x|^p) ^ (1/p), the sum as avg_pool(count_include_pad) * kh*kw;
+    # p=2: sqrt(avg_pool(x^2) * kh*kw); p=1: avg_pool(|x|) * kh*kw.
     x = cv.need(node, ins, 0, "X")
     p = a.get("p", 2)
-    if p not in (1, 2, 1.0, 2.0):
-        raise cv.unsupported(node, f"p={p} is not supported (p=1 and p=2 are)")
+    if not isinstance(p, (int, float)) or p <= 0:
+        raise ModelError(f"node {cv.label}: LpPool needs a positive p, got {p!r}")
+    if x.type.dtype not in _FLOATS:
+        raise cv.unsupported(node, f"LpPool of {x.type.dtype} data is not supported (float data is)")
     attrs = _pool_params(cv, node, a, x)
     attrs["count_include_pad"] = True
     window = attrs["pool_size"][0] * attrs["pool_size"][1]
     dt = x.type.dtype
-    t = cv.emit("power", [x, cv.scalar(2, dt)]) if int(p) == 2 else cv.emit("abs", [x])
+    if p == 2:
+        t = cv.emit("power", [x, cv.scalar(2, dt)])
+    else:
+        t = cv.emit("abs", [x])
+        if p != 1:
+            t = cv.emit("power", [t, cv.scalar(p, dt)])
     t = cv.emit("nn.avg_pool2d", [_to_2d(cv, t)], attrs)
     t = cv.emit("multiply", [t, cv.scalar(window, dt)])
-    if int(p) == 2:
+    if p == 2:
         t = cv.emit("sqrt", [t])
+    elif p != 1:
+        t = cv.emit("power", [t, cv.scalar(1 / p, dt)])
     return [_from_2d(cv, t, x.type.rank, node.output[0])]
 
 
@@ -1647,8 +1705,8 @@ def _pad(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         if not -rank <= ax < rank:
             raise ModelError(f"node {cv.label}: pad axis {ax} is out of range for rank {rank}")
         before[ax % rank], after[ax % rank] = pads[i], pads[i + len(axes)]
-    if mode not in ("constant", "edge", "reflect"):
-        raise cv.unsupported(node, f"mode {mode!r} is not supported (constant, edge and reflect are)")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise cv.unsupported(node, f"mode {mode!r} is not supported (constant, edge, reflect and wrap are)")
     y = x
     # negative pads crop first (ONNX semantics)
     for ax in range(rank):
@@ -1661,10 +1719,31 @@ def _pad(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     pad_width = tuple((max(b, 0), max(e, 0)) for b, e in zip(before, after, strict=False))
     if all(b == 0 and e == 0 for b, e in pad_width):
         return [y if y is x else _rename(cv, y, node.output[0])]
+    if mode == "wrap":
+        return [_wrap_pad(cv, y, pad_width, node.output[0])]
     pad_value = float(value) if x.type.dtype in _FLOATS else (bool(value) if x.type.dtype == "bool" else int(value))
     return [
         cv.emit("nn.pad", [y], {"pad_width": pad_width, "pad_mode": mode, "pad_value": pad_value}, out=node.output[0])
     ]
+
+
+def _wrap_pad(cv: _Importer, x: Value, pad_width: Sequence[tuple[int, int]], out: str) -> Value:
+    """Periodic padding (numpy's "wrap"): per axis, the tail before and the head after, by slices and a concat."""
+    y = x
+    axes = [ax for ax, (b, e) in enumerate(pad_width) if b or e]
+    for i, ax in enumerate(axes):
+        b, e = pad_width[ax]
+        dim = y.type.shape[ax]
+        if dim == 0:
+            raise ModelError(f"node {cv.label}: wrap padding of an empty axis {ax}")
+        # the padded axis is a window of x repeated: whole copies, then the cut ends
+        reps = -(-(b + e) // dim) + 1
+        tiled = cv.concat([y] * (reps + 1), ax) if reps else y
+        start = (-b) % dim
+        last = i == len(axes) - 1
+        sliced = cv.slice_axis(tiled, ax, start, start + dim + b + e)
+        y = _rename(cv, sliced, out) if last else sliced
+    return y
 
 
 # -- shape and data movement -------------------------------------------------------------
