@@ -722,9 +722,7 @@ def test_logic_and_where_run_at_run_time() -> None:
     assert sorted(ops(graph)) == sorted(["less", "logical_not", "logical_xor", "logical_or", "logical_and", "where"])
 
 
-@pytest.mark.parametrize(
-    "fmod,dtype", [(0, np.int32), (1, np.int32), (0, np.int64), (1, np.float32), (0, np.float32)]
-)
+@pytest.mark.parametrize("fmod,dtype", [(0, np.int32), (1, np.int32), (0, np.int64), (1, np.float32), (0, np.float32)])
 def test_mod_signs_match_onnx(fmod: int, dtype: type) -> None:
     """fmod=0: the divisor's sign (Python %); fmod=1: the dividend's sign (C fmod)."""
     from onnx.reference import ReferenceEvaluator
@@ -741,7 +739,9 @@ def test_mod_signs_match_onnx(fmod: int, dtype: type) -> None:
 
 def test_floor_and_ceil_run_at_run_time() -> None:
     model = make_model(
-        [helper.make_node("Floor", ["x"], ["f"]), helper.make_node("Ceil", ["x"], ["c"])], {"x": ([5, 3], F)}, ["f", "c"]
+        [helper.make_node("Floor", ["x"], ["f"]), helper.make_node("Ceil", ["x"], ["c"])],
+        {"x": ([5, 3], F)},
+        ["f", "c"],
     )
     graph = check(model, {"x": 3 * f32(5, 3)})
     assert sorted(ops(graph)) == ["ceil", "floor"]
@@ -811,11 +811,63 @@ def test_specialization_errors_are_typed() -> None:
 
     model = _reshape_by_input()
     x = f32(2, 6)
-    with pytest.raises(InputError, match="'shape'.*not given"):
+    with pytest.raises(InputError, match=r"'shape'.*not given"):
         accel.execute(model, {"x": x, "axes": np.array([0], np.int64)})
     with pytest.raises(InputError, match="unknown input"):
         accel.execute(model, {"x": x, "nope": x})
     with pytest.raises(InputError, match="must be int64"):
         accel.execute(model, {"x": x, "shape": np.array([3, 4], np.int32), "axes": np.array([0], np.int64)})
-    with pytest.raises(InputError, match="values given for 'shape'.* do not fit the model.*20 elements"):
+    with pytest.raises(InputError, match=r"values given for 'shape'.* do not fit the model.*20 elements"):
         accel.execute(model, {"x": x, "shape": np.array([5, 4], np.int64), "axes": np.array([0], np.int64)})
+
+
+# -- 3-D pooling, wrap padding, LpPool p ----------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [2, 2, 2]},
+        {"kernel_shape": [3, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0]},
+        {"kernel_shape": [2, 3, 2], "dilations": [2, 1, 2], "ceil_mode": 1, "strides": [2, 2, 2]},
+        {"kernel_shape": [3, 3, 3], "pads": [1, 1, 1, 1, 1, 1], "count_include_pad": 1},
+        {"kernel_shape": [3, 3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2, 2]},
+    ],
+)
+def test_pool_3d_matches_ort(op: str, attrs: dict) -> None:
+    if op == "MaxPool":
+        attrs = {k: v for k, v in attrs.items() if k != "count_include_pad"}
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": ([2, 3, 7, 6, 9], F)}, ["y"], opset=19)
+    graph = check(model, {"x": f32(2, 3, 7, 6, 9)}, rtol=1e-5, atol=1e-6)
+    assert [o for o in ops(graph) if o.endswith("pool2d")] == [
+        "nn.max_pool2d" if op == "MaxPool" else "nn.avg_pool2d"
+    ] * 2
+
+
+@pytest.mark.parametrize("pads", [[0, 1, 2, 0, 2, 1], [1, 0, 0, 1, 0, 0], [0, 0, 7, 0, 0, 5], [0, -1, 1, 0, 2, -2]])
+def test_pad_wrap_matches_numpy(pads: list[int]) -> None:
+    """Wrap padding, pads wider than the axis and negative (cropping) pads included."""
+    model = make_model(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")],
+        {"x": ([2, 3, 4], F)},
+        ["y"],
+        {"pads": np.array(pads, np.int64)},
+        opset=19,
+    )
+    x = f32(2, 3, 4)
+    crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(zip(pads[:3], pads[3:])))
+    want = np.pad(x[crop], [(max(b, 0), max(e, 0)) for b, e in zip(pads[:3], pads[3:])], mode="wrap")
+    got = accel.execute(accel.import_onnx(model), {"x": x})["y"]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lppool_matches_ort(p: int) -> None:
+    model = make_model(
+        [helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], p=p, pads=[1, 0, 1, 1])],
+        {"x": ([1, 2, 5, 6], F)},
+        ["y"],
+        opset=18,
+    )
+    check(model, {"x": f32(1, 2, 5, 6)}, rtol=1e-5, atol=1e-5)

@@ -172,7 +172,9 @@ class SpecializedModel:
             if not values:
                 raise
             # with run-time values bound, a shape or type error most likely comes from them
-            raise InputError(f"the values given for {', '.join(map(repr, values))} do not fit the model: {exc}") from None
+            raise InputError(
+                f"the values given for {', '.join(map(repr, values))} do not fit the model: {exc}"
+            ) from None
         if self.optimize:
             from accel.passes import simplify
 
