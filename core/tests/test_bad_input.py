@@ -134,8 +134,8 @@ def test_unknown_op_names_op_domain_opset_and_node() -> None:
     with pytest.raises(UnsupportedOpError) as exc:
         import_model(m)
     msg = one_line(exc)
-    assert "unsupported op 'Foo' (domain 'ai.onnx', opset 17) at node 'n3'; supported: " in msg
-    assert "Conv" in msg
+    assert msg.startswith("unsupported op 'Foo' (domain 'ai.onnx', opset 17) at node 'n3'; ")
+    assert "accel ops" in msg and len(msg) < 200
 
 
 def test_custom_domain_op() -> None:

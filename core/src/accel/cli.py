@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -62,9 +63,9 @@ def _root(
     _state["debug"] = debug
 
 
-def _load_model(model: Path) -> accel.Graph:
+def _load_model(model: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> accel.Graph:
     with err.status(f"importing {model.name} ...", spinner="dots"):
-        return accel.import_onnx(model)
+        return accel.import_onnx(model, input_shapes=input_shapes)
 
 
 def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
@@ -82,6 +83,41 @@ def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
         if not isinstance(inputs[name], np.ndarray):
             raise InputError(f"--input {name}: {file!r} must hold one array (.npy), not an archive")
     return inputs
+
+
+INPUT_SHAPE_HELP = (
+    "NAME=D0,D1,... fixes the shape of a model input with symbolic dimensions (repeatable), "
+    "e.g. --input-shape data=4,3,224,224. Unset symbolic batch dimensions default to 1."
+)
+InputShapeOption = Annotated[Optional[list[str]], typer.Option("--input-shape", "-s", help=INPUT_SHAPE_HELP)]
+
+
+def _parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs or []:
+        name, sep, dims = spec.rpartition("=")
+        if not sep or not name or not dims:
+            raise InputError(f"--input-shape takes NAME=D0,D1,... (e.g. data=1,3,224,224), got {spec!r}")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise InputError(
+                f"--input-shape {name}: dimensions must be integers separated by commas, got {dims!r}"
+            ) from None
+        if any(d < 1 for d in shape):
+            raise InputError(f"--input-shape {name}: dimensions must be positive, got {dims!r}")
+        if name in shapes:
+            raise InputError(f"--input-shape names {name!r} twice")
+        shapes[name] = shape
+    return shapes
+
+
+def _note_fixed_dims(model: Path, graph: accel.Graph, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Say on stderr which symbolic input dimensions the import fixed, and to what."""
+    from accel.frontend.onnx import describe_fixed_dims, symbolic_input_dims
+
+    for line in describe_fixed_dims(symbolic_input_dims(model), graph, shapes):
+        err.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -118,22 +154,43 @@ def _timing(seconds: list[float]) -> str:
     return f"mean {ms.mean():.3f} ms, median {np.median(ms):.3f} ms, min {ms.min():.3f} ms over {len(ms)} runs"
 
 
-def _load_runner(path: Path) -> tuple[Any, str]:
-    """An executor for ``path``: a compiled artifact, or an ONNX model on the reference executor."""
+def _load_runner(
+    path: Path, shapes: dict[str, tuple[int, ...]], given: dict[str, np.ndarray] | None
+) -> tuple[Any, str, dict[str, np.ndarray] | None]:
+    """An executor for ``path`` (a compiled artifact, or an ONNX model on the reference executor),
+    its headline, and the inputs it runs on (None: random ones for its graph)."""
     from accel.artifact import is_artifact, read_artifact
 
     if path.suffix == ".accel" or is_artifact(path):
+        if shapes:
+            raise InputError(
+                "--input-shape applies to a model; an artifact's input shapes were fixed when it was compiled"
+            )
         with err.status(f"loading {path.name} ...", spinner="dots"):
             artifact = read_artifact(path)
             executable = artifact.executable()
         parts = artifact.partitions
         where = ", ".join(f"{n} on {b}" for n, b in parts) if parts else "everything on the host"
         host_ops = sum(1 for n in executable.graph.nodes if "compiler" not in n.attrs)
-        return executable, f"{path.name}: {len(parts)} partition(s) ({where}), {host_ops} host op(s)"
+        return executable, f"{path.name}: {len(parts)} partition(s) ({where}), {host_ops} host op(s)", given
     from accel.executor import ReferenceExecutor
 
-    graph = _load_model(path)
-    return ReferenceExecutor(graph), f"{path.name}: {len(graph.nodes)} ops on the reference executor"
+    if given is None:
+        graph = _load_model(path, shapes)
+        _note_fixed_dims(path, graph, shapes)
+        return ReferenceExecutor(graph), f"{path.name}: {len(graph.nodes)} ops on the reference executor", None
+    # given inputs: symbolic dimensions take their shapes, operands that fix a shape their values
+    from accel.frontend.specialize import SpecializedModel
+
+    with err.status(f"importing {path.name} ...", spinner="dots"):
+        model = SpecializedModel(path, input_shapes=shapes)
+        graph, rest = model.graph_for(given)
+    executor = ReferenceExecutor(graph)
+    _note_fixed_dims(path, graph, {**shapes, **{k: v.shape for k, v in given.items()}})
+    headline = f"{path.name}: {len(graph.nodes)} ops on the reference executor"
+    if model.bound_inputs:
+        headline += f", specialized on the values of {', '.join(model.bound_inputs)}"
+    return executor, headline, rest
 
 
 @app.command()
@@ -156,15 +213,26 @@ def run(
         int, typer.Option("--repeat", "-n", min=1, help="Run this many times and report the timing.")
     ] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    input_shape: InputShapeOption = None,
 ) -> None:
-    """Run a compiled artifact or a model and print its outputs and timing."""
+    """Run a compiled artifact or a model and print its outputs and timing.
+
+    An ONNX model given --input arrays is imported for them: symbolic dimensions
+    take the arrays' shapes, and inputs that fix a shape (a Reshape's shape, a
+    Resize's sizes ...) are specialized on their values.
+    """
+    shapes = _parse_input_shapes(input_shape)
     if model is None:
-        if input or output:
-            raise InputError("--input/--output need a MODEL; without one, run scores the embedded digits model")
+        if input or output or shapes:
+            raise InputError(
+                "--input/--output/--input-shape need a MODEL; without one, run scores the embedded digits model"
+            )
         _run_default(repeat)
         return
-    runner, headline = _load_runner(model)
-    inputs = _parse_inputs(input or []) if input else random_inputs(runner.graph, seed)
+    given = _parse_inputs(input or []) if input else None
+    runner, headline, inputs = _load_runner(model, shapes, given)
+    if inputs is None:
+        inputs = random_inputs(runner.graph, seed)
     times = []
     for _ in track(range(repeat), description="running", console=err, transient=True, disable=repeat < 5):
         t0 = time.perf_counter()
@@ -254,6 +322,7 @@ def compile(
         Optional[Path], typer.Option("--report", help="Also write the partition report as one HTML page.")
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every host node with its reasons.")] = False,
+    input_shape: InputShapeOption = None,
 ) -> None:
     """Partition a model for a host plus backends and write one .accel artifact.
 
@@ -268,6 +337,7 @@ def compile(
         from accel.models import default_model_path
 
         model = default_model_path(quantized=True)
+    shapes = _parse_input_shapes(input_shape)
     tgt = _target(backends, target)
     out_path = output if output is not None else Path(model.stem + ".accel")
     t0 = time.perf_counter()
@@ -276,8 +346,9 @@ def compile(
         def progress(stage: str, done: int, total: int) -> None:
             status.update(f"compiling {model.name}: {stage} {done}/{total} ...")
 
-        artifact = compile_model(model, target=tgt, progress=progress)
+        artifact = compile_model(model, target=tgt, input_shapes=shapes, progress=progress)
         artifact.save(out_path)
+    _note_fixed_dims(model, artifact.graph, shapes)
     elapsed = time.perf_counter() - t0
     print_report(artifact.report, out, verbose=verbose)
     if report is not None:
@@ -318,6 +389,7 @@ def inspect(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file, not stdout.")] = None,
     raw: Annotated[bool, typer.Option(help="Model IR as imported, before the simplifying passes.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every host node with its reasons.")] = False,
+    input_shape: InputShapeOption = None,
 ) -> None:
     """Show a model's IR, how it partitions for a target, or what an artifact holds."""
     from accel.artifact import is_artifact, read_artifact
@@ -325,16 +397,21 @@ def inspect(
 
     if format not in ("text", "json", "html"):
         raise InputError(f"--format must be text, json or html, got {format!r}")
+    shapes = _parse_input_shapes(input_shape)
     if model.suffix == ".accel" or is_artifact(model):
-        if backends or target:
-            raise InputError("--backends/--target apply to a model; an artifact was compiled for its own target")
+        if backends or target or shapes:
+            raise InputError(
+                "--backends/--target/--input-shape apply to a model; an artifact was compiled for its own target "
+                "and input shapes"
+            )
         artifact = read_artifact(model)
         rep, title = artifact.report, f"{model.name} ({artifact.target.describe()})"
     elif backends is None and target is None:
         if format == "html":
             raise InputError("--format html draws a partitioning: give --backends (or --target)")
         with err.status(f"importing {model.name} ...", spinner="dots"):
-            graph = accel.import_onnx(model, optimize=not raw)
+            graph = accel.import_onnx(model, optimize=not raw, input_shapes=shapes)
+        _note_fixed_dims(model, graph, shapes)
         if format == "text":
             text = str(graph) + "\n"
         else:
@@ -350,8 +427,9 @@ def inspect(
         tgt = _target(backends, target)
         instances = tgt.instantiate()
         with err.status(f"partitioning {model.name} for {tgt.describe()} ...", spinner="dots"):
-            graph = accel.import_onnx(model)
+            graph = accel.import_onnx(model, input_shapes=shapes)
             rep = partition_graph(graph, instances, materialize=False).report
+        _note_fixed_dims(model, graph, shapes)
         title = f"{model.name} on {tgt.describe()}"
     if format == "json":
         _emit(json.dumps(report_to_json(rep), indent=1) + "\n", output)
@@ -372,6 +450,46 @@ def _emit(text: str, output: Optional[Path]) -> None:
     else:
         _write_text(output, text)
         err.print(f"wrote {output}")
+
+
+@app.command()
+def ops(
+    name: Annotated[
+        Optional[str], typer.Argument(help="Show only ops whose name contains this (case-insensitive).")
+    ] = None,
+) -> None:
+    """List the ONNX ops the importer converts and the IR ops they become, with one-line docs."""
+    from accel.frontend.onnx import FOLD_ONLY_OPS, SUPPORTED_OPS
+    from accel.ops import available, get_op
+
+    want = (name or "").lower()
+    onnx_ops = [op for op in SUPPORTED_OPS if want in op.lower()]
+    ir_ops = [op for op in available() if want in op.lower()]
+    if not onnx_ops and not ir_ops:
+        raise InputError(f"no ONNX or IR op name contains {name!r}; `accel ops` lists them all")
+    console = out if out.is_terminal else Console(highlight=False, width=max(out.width, 120))
+    if onnx_ops:
+        marked = [f"{op}*" if op in FOLD_ONLY_OPS else op for op in onnx_ops]
+        console.print(f"ONNX ops (default domain, opsets 7-28) the importer converts: {len(onnx_ops)}")
+        width = max(console.width, 60)
+        console.print(
+            textwrap.fill(", ".join(marked), width, initial_indent="  ", subsequent_indent="  "), markup=False
+        )
+        if any(op in FOLD_ONLY_OPS for op in onnx_ops):
+            note = (
+                "* computed at import: Shape and Size from the static shapes, the others from constant inputs; "
+                "when those are graph inputs, accel run --input and accel.execute specialize the model on their values"
+            )
+            console.print(textwrap.fill(note, width, initial_indent="  ", subsequent_indent="    "), markup=False)
+    if ir_ops:
+        table = Table(title=f"IR ops: {len(ir_ops)}", title_justify="left")
+        table.add_column("op", no_wrap=True)
+        table.add_column("what it computes")
+        for op in ir_ops:
+            doc = " ".join(get_op(op).doc.split())
+            first = doc.split(". ")[0].rstrip(".") + "." if doc else ""
+            table.add_row(op, first)
+        console.print(table)
 
 
 @app.command()

@@ -25,6 +25,7 @@ named after the ONNX tensor they help compute (``y/reshape``).
 from __future__ import annotations
 
 import builtins
+import difflib
 import itertools
 import math
 import os
@@ -47,8 +48,10 @@ __all__ = [
     "MIN_OPSET",
     "SUPPORTED_OPS",
     "ConstantOperandRequired",
+    "describe_fixed_dims",
     "import_model",
     "load_model_proto",
+    "symbolic_input_dims",
 ]
 
 #: Oldest and newest opset of the default ONNX domain the frontend knows.
@@ -479,10 +482,16 @@ class _Importer:
         if v is None:
             return None
         if v.const is None:
+            name = node.input[i]
+            if any(vi.name == name for vi in self.g.input):
+                how = (
+                    f"{name!r} is a graph input: give its value with the other inputs (accel.execute(model, inputs), "
+                    "accel run --input), which specializes the model on it, or bind it with input_values="
+                )
+            else:
+                how = "accel needs it constant (an initializer, or a computation that folds at import)"
             raise ConstantOperandRequired(
-                f"node {self.label}: {node.op_type}'s {what} {node.input[i]!r} is computed at run time; "
-                "accel needs it constant (an initializer, or a computation that folds at import)",
-                node.input[i],
+                f"node {self.label}: {node.op_type}'s {what} {name!r} is computed at run time; {how}", name
             )
         return v.const
 
@@ -543,7 +552,7 @@ class _Importer:
         tt = vi.type.tensor_type
         dtype = _dtype(tt.elem_type, what)
         override = self.input_shapes.get(name)
-        hint = f"pass input_shapes={{{name!r}: (...)}} to import_onnx"
+        hint = f"pass input_shapes={{{name!r}: (...)}} to import_onnx, or --input-shape {name}=D0,D1,... to accel"
         if override is not None:
             try:
                 shape = [int(d) for d in override]
@@ -701,12 +710,7 @@ class _Importer:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         handler = _HANDLERS.get(node.op_type) if domain == "" else None
         if handler is None:
-            shown = domain or "ai.onnx"
-            version = self.opsets.get(domain)
-            raise UnsupportedOpError(
-                f"unsupported op {node.op_type!r} (domain {shown!r}, opset {version if version is not None else '?'}) "
-                f"at node {self.label}; supported: {', '.join(SUPPORTED_OPS)}"
-            )
+            raise UnsupportedOpError(_unsupported_op_message(node.op_type, domain, self.opsets.get(domain), self.label))
         ins = [self.env[n] if n else None for n in node.input]
         attrs = _Attrs(node, self.label)
         outs = handler(self, node, attrs, ins)
@@ -748,6 +752,21 @@ class _Importer:
         return outputs
 
 
+def _unsupported_op_message(op: str, domain: str, version: int | None, label: str) -> str:
+    """One line: the op, its domain and opset, the node, the closest supported names, where the list is."""
+    shown = domain or "ai.onnx"
+    head = f"unsupported op {op!r} (domain {shown!r}, opset {version if version is not None else '?'}) at node {label}"
+    where = f"`accel ops` lists the {len(SUPPORTED_OPS)} supported ONNX ops (accel.frontend.onnx.SUPPORTED_OPS)"
+    if domain:
+        return f"{head}; accel converts ops of the default ONNX domain only; {where}"
+    by_lower = {name.lower(): name for name in SUPPORTED_OPS}
+    close = difflib.get_close_matches(op.lower(), list(by_lower), n=3, cutoff=0.6)
+    close += [k for k in by_lower if k not in close and len(op) >= 3 and (op.lower() in k or k in op.lower())][:2]
+    if close:
+        return f"{head}; closest supported: {', '.join(by_lower[k] for k in close)}; {where}"
+    return f"{head}; {where}"
+
+
 def _frozen(data: Any) -> np.ndarray:
     """A read-only C-contiguous array of ``data``, 0-d kept 0-d (np.ascontiguousarray would make it 1-d)."""
     arr = np.asarray(data)
@@ -787,6 +806,52 @@ def import_model(
     """
     proto = load_model_proto(model, base_dir=base_dir)
     return _Importer(proto, input_shapes, input_values).run()
+
+
+def symbolic_input_dims(model: str | os.PathLike[str] | bytes | ModelProto) -> dict[str, list[tuple[int, str]]]:
+    """The model's inputs with dimensions not fixed in the file: ``{input: [(axis, symbol), ...]}``
+    (the symbol is ``"?"`` for an unnamed unknown dimension). External data is not read."""
+    if isinstance(model, ModelProto):
+        proto = model
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(model), "the model bytes")
+    else:
+        try:
+            proto = _parse(Path(model).read_bytes(), f"model file {str(model)!r}")
+        except OSError as exc:
+            raise ModelError(f"cannot read model file {str(model)!r}: {exc.strerror or exc}") from None
+    inits = {t.name for t in proto.graph.initializer}
+    found: dict[str, list[tuple[int, str]]] = {}
+    for vi in proto.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = [
+            (i, d.dim_param or "?") for i, d in enumerate(vi.type.tensor_type.shape.dim) if not d.HasField("dim_value")
+        ]
+        if dims:
+            found[vi.name] = dims
+    return found
+
+
+def describe_fixed_dims(
+    symbolic: Mapping[str, Sequence[tuple[int, str]]], graph: Graph, given: Mapping[str, Sequence[int]] | None = None
+) -> list[str]:
+    """One line per input whose symbolic dimensions ``graph`` fixed: which symbol, which size, and why."""
+    shapes = {v.name: v.type.shape for v in graph.inputs}
+    lines = []
+    for name, dims in symbolic.items():
+        shape = shapes.get(name)
+        if shape is None:
+            continue
+        fixed = ", ".join(f"{sym!r} (axis {axis}) = {shape[axis]}" for axis, sym in dims)
+        if given and name in given:
+            lines.append(f"input {name!r}: symbolic dimension(s) {fixed}, as given")
+        else:
+            lines.append(
+                f"input {name!r}: symbolic dimension(s) {fixed} by default; "
+                f"choose with --input-shape {name}={','.join(map(str, shape))} (or input_shapes=)"
+            )
+    return lines
 
 
 # =================================================================================
