@@ -153,3 +153,101 @@ def test_bad_models_through_the_cli(tmp_path):
     escape = _model_file(sub, [helper.make_node("Add", ["x", "w"], ["y"])], [x], [y], [w], name="e.onnx")
     assert_one_line_error(accel_cli("run", str(escape), "-o", str(sub / "out.npz")), "..")
     assert not (sub / "out.npz").exists()
+
+
+# -- input shapes, run-time shape operands, accel ops ------------------------------------
+
+
+def _symbolic_conv(tmp_path: Path, dims: list) -> Path:
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).random((4, 3, 3, 3), dtype=np.float32), "w")
+    return _model_file(
+        tmp_path,
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w],
+        name="conv.onnx",
+    )
+
+
+def test_input_shape_fixes_symbolic_dims_on_run_compile_inspect(tmp_path):
+    model = _symbolic_conv(tmp_path, ["N", 3, "H", "W"])
+    proc = accel_cli("inspect", str(model))
+    assert_one_line_error(proc, "'H'", "--input-shape x=")
+    proc = accel_cli("inspect", str(model), "--input-shape", "x=2,3,16,12")
+    assert proc.returncode == 0, proc.stderr
+    assert "float32[2,3,16,12]" in proc.stdout
+    assert "'N' (axis 0) = 2, 'H' (axis 2) = 16, 'W' (axis 3) = 12" in proc.stderr
+    proc = accel_cli("compile", str(model), "-s", "x=1,3,8,8", "-o", str(tmp_path / "m.accel"))
+    assert proc.returncode == 0, proc.stderr
+    assert "'H' (axis 2) = 8" in proc.stderr
+    proc = accel_cli("run", str(tmp_path / "m.accel"))
+    assert proc.returncode == 0 and "[1, 4, 8, 8]" in proc.stdout, proc.stderr
+    proc = accel_cli("run", str(model), "--input-shape", "x=3,3,5,6")
+    assert proc.returncode == 0 and "[3, 4, 5, 6]" in proc.stdout, proc.stderr
+    for bad, fragment in (
+        ("x", "NAME=D0,D1"),
+        ("x=1,3,a,4", "integers"),
+        ("x=0,3,4,4", "positive"),
+        ("z=1,3,4,4", "'z'"),
+    ):
+        assert_one_line_error(accel_cli("inspect", str(model), "--input-shape", bad), fragment)
+    assert_one_line_error(accel_cli("run", str(tmp_path / "m.accel"), "-s", "x=1,3,8,8"), "artifact")
+
+
+def test_dynamic_batch_is_reported_and_follows_the_given_input(tmp_path):
+    model = _symbolic_conv(tmp_path, ["batch", 3, 8, 8])
+    proc = accel_cli("run", str(model))
+    assert proc.returncode == 0, proc.stderr
+    assert "note: input 'x': symbolic dimension(s) 'batch' (axis 0) = 1 by default" in proc.stderr
+    assert "--input-shape x=1,3,8,8" in proc.stderr
+    np.save(tmp_path / "x4.npy", np.ones((4, 3, 8, 8), np.float32))
+    proc = accel_cli("run", str(model), "-i", f"x={tmp_path / 'x4.npy'}")
+    assert proc.returncode == 0, proc.stderr
+    assert "[4, 4, 8, 8]" in proc.stdout and "'batch' (axis 0) = 4, as given" in proc.stderr
+
+
+def test_run_specializes_on_a_shape_operand_given_as_input(tmp_path):
+    from onnx import TensorProto, helper
+
+    model = _model_file(
+        tmp_path,
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        name="reshape.onnx",
+    )
+    np.save(tmp_path / "x.npy", np.arange(12, dtype=np.float32).reshape(2, 6))
+    np.save(tmp_path / "s.npy", np.array([4, 3], np.int64))
+    out = tmp_path / "out.npz"
+    proc = accel_cli(
+        "run", str(model), "-i", f"x={tmp_path / 'x.npy'}", "-i", f"shape={tmp_path / 's.npy'}", "-o", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "specialized on the values of shape" in proc.stdout
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["y"], np.arange(12, dtype=np.float32).reshape(4, 3))
+    # random inputs cannot give a shape: the error says how to give it
+    assert_one_line_error(accel_cli("run", str(model)), "'shape' is a graph input", "--input")
+
+
+def test_ops_lists_onnx_and_ir_ops_and_the_unsupported_op_error_points_there(tmp_path):
+    from onnx import TensorProto, helper
+
+    proc = accel_cli("ops")
+    assert proc.returncode == 0, proc.stderr
+    assert "LRN" in proc.stdout and "nn.lrn" in proc.stdout and "Local response normalization" in proc.stdout
+    proc = accel_cli("ops", "pool")
+    assert proc.returncode == 0 and "MaxPool" in proc.stdout and "Conv," not in proc.stdout
+    assert_one_line_error(accel_cli("ops", "nosuchop"), "nosuchop")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    model = _model_file(tmp_path, [helper.make_node("Relu6", ["x"], ["y"], name="r")], [x], [y], name="r6.onnx")
+    proc = accel_cli("inspect", str(model))
+    assert_one_line_error(proc, "'Relu6'", "closest supported: Relu", "accel ops")
+    assert len(proc.stderr) < 300
