@@ -309,3 +309,26 @@ def test_run_time_misses_are_refusals_not_wrong_results() -> None:
         if not v.startswith(("UnsupportedOpError", "ModelError")) and k not in EXPECTED_FAILURES
     }
     assert not wrong, wrong
+
+
+def test_docs_quote_the_measured_shares() -> None:
+    """docs/onnx.md's node-test figures are the ones this suite measures (for the versions it names)."""
+    from pathlib import Path
+
+    import onnxruntime as ort
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "onnx.md").read_text(encoding="utf-8")
+    versions = re.search(r"Measured \(onnx ([\d.]+), onnxruntime ([\d.]+)\)", page)
+    assert versions, "docs/onnx.md no longer states the measured versions"
+    if (onnx.__version__, ".".join(ort.__version__.split(".")[:2])) != versions.groups():
+        pytest.skip(f"figures measured with onnx {versions[1]} / onnxruntime {versions[2]}")
+    s, share = _stats(), _share()
+    text = " ".join(page.split())
+    static = f"Static view: {s['claimed']} are claimed, {s['passed']} pass"
+    assert static in text, f"docs/onnx.md should say: {static!r}"
+    n_ort, n_accel = len(share["ort"]), len(share["accel"])  # type: ignore[arg-type]
+    run_time = (
+        f"onnxruntime passes {n_ort} of the {len(OP_CLAIMED)}; accel passes {n_accel} of those, "
+        f"**{n_accel / n_ort:.1%}** ({len(share['specialized'])} of them"  # type: ignore[arg-type]
+    )
+    assert run_time in text, f"docs/onnx.md should say: {run_time!r}"
