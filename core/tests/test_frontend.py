@@ -871,3 +871,33 @@ def test_lppool_matches_ort(p: int) -> None:
         opset=18,
     )
     check(model, {"x": f32(1, 2, 5, 6)}, rtol=1e-5, atol=1e-5)
+
+
+def test_gather_with_run_time_indices_is_a_take() -> None:
+    """An embedding lookup: constant table, indices given at run time (negative ones count from the end)."""
+    table = f32(10, 4)
+    model = make_model(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)],
+        {"ids": ([2, 3], TensorProto.INT64)},
+        ["y"],
+        {"table": table},
+    )
+    ids = np.array([[0, 9, -1], [3, 3, -10]], np.int64)
+    graph = check(model, {"ids": ids})
+    assert ops(graph) == ["take"]
+    from accel.errors import InputError
+
+    with pytest.raises(InputError, match="index 10 is out of range for axis 0 of size 10"):
+        accel.execute(graph, {"ids": np.array([[0, 10, 1], [1, 1, 1]], np.int64)})
+
+
+def test_reduce_prod_runs_at_run_time() -> None:
+    model = make_model(
+        [helper.make_node("ReduceProd", ["x", "axes"], ["y"], keepdims=0)],
+        {"x": ([3, 4, 2], F)},
+        ["y"],
+        {"axes": np.array([0, -1], np.int64)},
+        opset=18,
+    )
+    graph = check(model, {"x": f32(3, 4, 2)})
+    assert ops(graph) == ["prod"]

@@ -2026,12 +2026,10 @@ def _gather(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     rank = x.type.rank
     axis = _axis(cv, a.int("axis", 0), rank)
     dim = x.type.shape[axis]
-    if x.const is None and idx_v.const is None:
-        raise ConstantOperandRequired(
-            f"node {cv.label}: Gather's indices {node.input[1]!r} are computed at run time; accel gathers only "
-            "with constant indices",
-            node.input[1],
-        )
+    if idx_v.const is None:  # run-time indices (an embedding lookup ...)
+        if idx_v.type.dtype not in ("int32", "int64"):
+            raise ModelError(f"node {cv.label}: Gather indices are {idx_v.type.dtype}, not int32 or int64")
+        return [cv.emit("take", [x, idx_v], {"axis": axis}, out=node.output[0])]
     idx = cv.need_const(node, ins, 1, "indices").astype(np.int64)
     if np.any(idx < -dim) or np.any(idx >= dim):
         raise ModelError(f"node {cv.label}: Gather indices out of range for axis {axis} of size {dim}")
@@ -2186,6 +2184,15 @@ def _reduce_axes(
         return tuple(range(rank))
     norm = sorted({_axis(cv, ax, rank) for ax in axes})
     return tuple(norm)
+
+
+@_op("ReduceProd")
+def _reduce_prod(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
+    x = cv.need(node, ins, 0, "data")
+    axes = _reduce_axes(cv, node, a, ins, x.type.rank, 18)
+    if axes is None or x.type.rank == 0:
+        return [x]
+    return [cv.emit("prod", [x], {"axis": axes, "keepdims": bool(a.int("keepdims", 1))}, out=node.output[0])]
 
 
 @_op("ReduceMean", "ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceMax", "ReduceMin")
@@ -2383,23 +2390,12 @@ def _range(a: _Attrs, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -
     return (s + np.arange(n) * d).astype(start.dtype) if n else np.zeros(0, dtype=start.dtype)
 
 
-def _reduce_prod(a: _Attrs, x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
-    ax = a.ints("axes") if axes is None else [int(v) for v in axes.reshape(-1)]
-    keep = bool(a.int("keepdims", 1))
-    if not ax:
-        if a.int("noop_with_empty_axes", 0):
-            return x
-        ax = None
-    return np.prod(x, axis=None if ax is None else tuple(ax), keepdims=keep).astype(x.dtype)
-
-
 def _nonzero(a: _Attrs, x: np.ndarray) -> np.ndarray:
     return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
 
 
 _FOLD_ONLY: dict[str, Callable[..., np.ndarray]] = {
     "Range": _range,
-    "ReduceProd": _reduce_prod,
     "NonZero": _nonzero,
 }
 for _name, _fn in _FOLD_ONLY.items():

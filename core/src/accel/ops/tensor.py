@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from accel.errors import GraphError, TypeInferenceError
+from accel.errors import GraphError, InputError, TypeInferenceError
 from accel.ir import QuantParams, TensorType, dtype_name
 from accel.ops.common import expect, layout_axes, normalize_axis
 from accel.ops.registry import REQUIRED, OpContext, register_op
@@ -457,6 +457,51 @@ def mean(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     s = np.sum(x, axis=axes, dtype=acc, keepdims=keep)
     mag = (2 * np.abs(s) + n) // (2 * n)  # |s| / n rounded half up
     return np.where(s < 0, -mag, mag).astype(x.dtype)
+
+
+def _prod_rule(attrs: Any, x: TensorType) -> TensorType:
+    expect(attrs["keepdims"] in (True, False), f"keepdims must be a bool, got {attrs['keepdims']!r}")
+    expect(x.dtype != "bool", "prod needs numeric data, got bool")
+    expect(x.quant is None, "prod of quantized data is not defined; dequantize first")
+    axes = _mean_axes(attrs, x)
+    keep = bool(attrs["keepdims"])
+    return TensorType(tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes), x.dtype)
+
+
+@register_op("prod", infer=_prod_rule, attrs={"axis": (), "keepdims": False})
+def prod(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """Product over ``axis`` (all when empty; 1 over an empty axis). Integers wrap like numpy's."""
+    axes = _mean_axes(ctx.attrs, ctx.in_types[0])
+    return np.asarray(np.prod(x, axis=axes, keepdims=bool(ctx.attrs["keepdims"])), dtype=x.dtype)
+
+
+# -- take -----------------------------------------------------------------------------
+
+
+def _take_rule(attrs: Any, data: TensorType, indices: TensorType) -> TensorType:
+    expect(indices.dtype in ("int32", "int64"), f"indices are {indices.dtype}; take needs int32 or int64")
+    expect(data.rank >= 1, "take needs data of rank >= 1")
+    axis = normalize_axis(attrs["axis"], data.rank)
+    q = data.quant
+    if _per_axis(q):
+        assert q is not None and q.axis is not None
+        qa = q.axis % data.rank
+        expect(qa != axis, f"take along the per-channel quantization axis {qa}; dequantize first")
+        q = _with_axis(q, qa if qa < axis else qa + indices.rank - 1)
+    return TensorType(data.shape[:axis] + indices.shape + data.shape[axis + 1 :], data.dtype, q)
+
+
+@register_op("take", infer=_take_rule, attrs={"axis": 0}, num_inputs=2)
+def take(ctx: OpContext, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Elements of ``data`` at run-time ``indices`` along ``axis`` (ONNX Gather, numpy take):
+    negative indices count from the end; an index out of range is an InputError."""
+    axis = normalize_axis(ctx.attrs["axis"], data.ndim)
+    n = data.shape[axis]
+    idx = indices.astype(np.int64)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
+        raise InputError(f"take: index {int(bad)} is out of range for axis {axis} of size {n}")
+    return np.take(data, np.where(idx < 0, idx + n, idx), axis=axis)
 
 
 # -- cast -----------------------------------------------------------------------------
