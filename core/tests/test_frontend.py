@@ -901,3 +901,17 @@ def test_reduce_prod_runs_at_run_time() -> None:
     )
     graph = check(model, {"x": f32(3, 4, 2)})
     assert ops(graph) == ["prod"]
+
+
+def test_specialized_model_refuses_a_missing_bound_input_and_a_wrong_rank() -> None:
+    from accel.errors import InputError
+    from accel.frontend.specialize import SpecializedModel
+
+    runner = SpecializedModel(_reshape_by_input())
+    x = f32(2, 6)
+    runner.run({"x": x, "shape": np.array([3, 4], np.int64), "axes": np.array([0], np.int64)})
+    with pytest.raises(InputError, match=r"missing input\(s\) 'shape'"):
+        runner.run({"x": x, "axes": np.array([0], np.int64)})
+    relu = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (["N", 3], F)}, ["y"])
+    with pytest.raises(InputError, match=r"input 'x' has rank 2 in the model, got an array of shape \[2,3,1\]"):
+        accel.execute(relu, {"x": f32(2, 3, 1)})

@@ -61,8 +61,9 @@ class SpecializedModel:
         g = self.proto.graph
         inits = {t.name for t in g.initializer} | {sp.values.name for sp in g.sparse_initializer}
         self.input_names = [vi.name for vi in g.input if vi.name not in inits]
+        # inputs with symbolic dimensions -> their declared rank
         self._symbolic = {
-            vi.name
+            vi.name: len(vi.type.tensor_type.shape.dim)
             for vi in g.input
             if vi.name not in inits
             and vi.type.HasField("tensor_type")
@@ -134,7 +135,17 @@ class SpecializedModel:
             raise InputError(
                 f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {', '.join(self.input_names)}"
             )
+        for name, rank in self._symbolic.items():
+            if name in inputs and name not in self.input_shapes and np.ndim(inputs[name]) != rank:
+                shape = ",".join(map(str, np.shape(inputs[name])))
+                raise InputError(f"input {name!r} has rank {rank} in the model, got an array of shape [{shape}]")
         while True:
+            missing = [name for name in self.bound_inputs if name not in inputs]
+            if missing:
+                raise InputError(
+                    f"missing input(s) {', '.join(map(repr, missing))}: their values fix shapes in the model "
+                    f"(it takes {', '.join(self.input_names)})"
+                )
             key = self._key(inputs)
             hit = self._cache.get(key)
             if hit is not None:
