@@ -52,12 +52,6 @@ NOT_CLAIMED: dict[str, tuple[str, str]] = {
         "3-D convolutions and LpPool: the IR has 2-D window ops only (1-D runs as 2-D; 3-D max and average "
         "pooling are separable and run as two 2-D pools)",
     ),
-    "resize-mode": (
-        r"Resize at node .*: (mode 'cubic'|coordinate_transformation_mode|antialias|exclude_outside|"
-        r"keep_aspect_ratio_policy|scale \S+ on axis \d+ gives a fractional size)",
-        "image.resize2d does nearest and linear with whole output sizes; cubic, antialias, "
-        "tf_crop_and_resize / half_pixel_symmetric, aspect-ratio policies and fractional scales are not in the IR",
-    ),
     "training": (
         r"training-mode Dropout|training mode \(running statistics",
         "training-mode Dropout (random) and BatchNormalization (running statistics) are inference-only here",

@@ -373,13 +373,58 @@ def test_resize_sizes(mode: str, ctm: str, extra: dict) -> None:
     assert graph.nodes[0].attrs["size"] == (9, 4)
 
 
-def test_resize_fractional_scale_is_refused() -> None:
-    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
-    model = make_model(
-        [node], {"x": ([1, 1, 4, 4], F)}, ["y"], {"scales": np.array([1, 1, 0.6, 0.6], np.float32)}, opset=13
-    )
-    with pytest.raises(UnsupportedOpError, match="fractional size"):
-        import_model(model)
+@pytest.mark.parametrize(
+    "inputs,attrs,consts,shape",
+    [
+        # fractional scales: floor(5 * 0.6) = 3 outputs, coordinates from the scale itself
+        (["x", "", "scales"], {"mode": "linear"}, {"scales": np.array([1, 1, 0.6, 0.7], np.float32)}, [1, 2, 5, 7]),
+        (["x", "", "scales"], {"mode": "cubic"}, {"scales": np.array([1, 1, 2.0, 1.5], np.float32)}, [1, 2, 5, 7]),
+        (
+            ["x", "", "scales"],
+            {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1},
+            {"scales": np.array([1, 1, 0.8, 1.25], np.float32)},
+            [2, 1, 5, 8],
+        ),
+        (
+            ["x", "", "", "sizes"],
+            {"mode": "linear", "antialias": 1},
+            {"sizes": np.array([1, 2, 3, 4], np.int64)},
+            [1, 2, 9, 10],
+        ),
+        (
+            ["x", "", "", "sizes"],
+            {"mode": "cubic", "antialias": 1, "coordinate_transformation_mode": "half_pixel_symmetric"},
+            {"sizes": np.array([1, 2, 4, 3], np.int64)},
+            [1, 2, 9, 10],
+        ),
+        (
+            ["x", "roi", "", "sizes"],
+            {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 3.0},
+            {"roi": np.array([0, 0, -0.2, 0.3, 1, 1, 0.8, 1.4], np.float32), "sizes": np.array([1, 2, 6, 5], np.int64)},
+            [1, 2, 5, 7],
+        ),
+        (
+            ["x", "", "", "sizes"],
+            {"mode": "nearest", "keep_aspect_ratio_policy": "not_larger", "axes": [2, 3]},
+            {"sizes": np.array([7, 20], np.int64)},
+            [1, 2, 5, 7],
+        ),
+        # a 3-D volume, and a 2-D matrix resized on both axes
+        (
+            ["x", "", "scales"],
+            {"mode": "linear"},
+            {"scales": np.array([1, 1, 1.5, 2, 0.5], np.float32)},
+            [1, 2, 4, 3, 6],
+        ),
+        (["x", "", "scales"], {"mode": "cubic"}, {"scales": np.array([2, 0.5], np.float32)}, [4, 6]),
+    ],
+)
+def test_resize_modes_beyond_resize2d_match_ort(inputs: list, attrs: dict, consts: dict, shape: list) -> None:
+    """Cubic, antialias, exclude_outside, tf_crop_and_resize, half_pixel_symmetric, aspect-ratio policies,
+    fractional scales and other ranks run as products with per-axis interpolation matrices."""
+    model = make_model([helper.make_node("Resize", inputs, ["y"], **attrs)], {"x": (shape, F)}, ["y"], consts, opset=19)
+    graph = check(model, {"x": f32(*shape)}, rtol=1e-4, atol=1e-5)
+    assert "nn.dense" in ops(graph) and "image.resize2d" not in ops(graph)
 
 
 def test_softmax_before_opset_13_flattens() -> None:

@@ -2100,10 +2100,10 @@ def _space_to_depth(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
 @_op("Resize", "Upsample")
 def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x = cv.need(node, ins, 0, "X")
-    if x.type.rank != 4:
-        raise cv.unsupported(node, f"only 4-D (NCHW) data resizes, got rank {x.type.rank}")
     mode = a.str("mode", "nearest")
     legacy = node.op_type == "Upsample" or cv.opset < 11
+    if x.type.rank != 4 and legacy:
+        raise cv.unsupported(node, f"only 4-D (NCHW) data resizes, got rank {x.type.rank}")
     if legacy:
         scales = (
             a.get("scales") if node.op_type == "Upsample" and cv.opset < 9 else cv.const_input(node, ins, 1, "scales")
@@ -2117,13 +2117,18 @@ def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         sizes = cv.const_input(node, ins, 3, "sizes")
         ctm = a.str("coordinate_transformation_mode", "half_pixel")
         nearest = a.str("nearest_mode", "round_prefer_floor")
-        if a.int("antialias", 0):
-            raise cv.unsupported(node, "antialias=1 is not supported")
-        if a.int("exclude_outside", 0):
-            raise cv.unsupported(node, "exclude_outside=1 is not supported")
         policy = a.str("keep_aspect_ratio_policy", "stretch")
-        if sizes is not None and sizes.size and policy != "stretch":
-            raise cv.unsupported(node, f"keep_aspect_ratio_policy={policy!r} is not supported (stretch is)")
+        general = (
+            mode == "cubic"
+            or a.int("antialias", 0)
+            or a.int("exclude_outside", 0)
+            or ctm in ("tf_crop_and_resize", "half_pixel_symmetric")
+            or (sizes is not None and sizes.size and policy != "stretch")
+            or x.type.rank != 4
+            or _fractional_scales(x, scales, sizes, a)
+        )
+        if general:
+            return [_resize_by_matrices(cv, node, a, ins, x, scales, sizes)]
     if mode not in ("nearest", "linear"):
         raise cv.unsupported(node, f"mode {mode!r} is not supported (nearest and linear are)")
     if ctm not in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"):
@@ -2164,6 +2169,176 @@ def _resize(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if mode == "nearest":
         attrs["rounding_method"] = nearest
     return [cv.emit("image.resize2d", [x], attrs, out=node.output[0])]
+
+
+def _fractional_scales(x: Value, scales: Any, sizes: Any, a: _Attrs) -> bool:
+    """Whether ``scales`` (without sizes) give a fractional size on some axis, or resize N or C."""
+    if (sizes is not None and sizes.size) or scales is None or not np.asarray(scales).size:
+        return False
+    factors = [float(v) for v in np.asarray(scales, dtype=np.float64).reshape(-1)]
+    axes = a.ints("axes", list(range(x.type.rank)))
+    for ax, f in zip(axes, factors, strict=False):
+        exact = x.type.shape[ax % x.type.rank] * f
+        if abs(exact - round(exact)) > 1e-4 * max(1.0, exact) or (ax % x.type.rank < 2 and f != 1.0):
+            return True
+    return False
+
+
+def _resize_taps(mode: str, ratio: float, scale: float, a: _Attrs, antialias: bool) -> np.ndarray:
+    """Interpolation weights of the taps around a source coordinate (ONNX Resize): tap i sits at
+    offset i - n/2 + 1 from the pixel left of the coordinate; ``ratio`` in (0, 1] is the distance to it."""
+    if mode == "nearest":
+        rounding = a.str("nearest_mode", "round_prefer_floor")
+        if ratio == 1.0:
+            return np.array([0.0, 1.0])
+        up = {
+            "round_prefer_floor": ratio > 0.5,
+            "round_prefer_ceil": ratio >= 0.5,
+            "floor": False,
+            "ceil": True,
+        }.get(rounding)
+        if up is None:
+            raise ModelError(f"Resize: unknown nearest_mode {rounding!r}")
+        return np.array([0.0, 1.0]) if up else np.array([1.0, 0.0])
+    cubic_a = a.float("cubic_coeff_a", -0.75)
+
+    def cubic(t: np.ndarray) -> np.ndarray:
+        t = np.abs(t)
+        near = ((cubic_a + 2) * t - (cubic_a + 3)) * t * t + 1
+        far = ((cubic_a * t - 5 * cubic_a) * t + 8 * cubic_a) * t - 4 * cubic_a
+        return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+
+    support = 2 if mode == "cubic" else 1
+    if antialias:  # the kernel stretched by 1/scale when downsampling, normalized
+        s = min(scale, 1.0)
+        start = math.floor(-support / s) + 1
+        t = (np.arange(start, 2 - start) - ratio) * s
+        w = cubic(t) if mode == "cubic" else np.clip(1 - np.abs(t), 0, 1)
+        return np.asarray(w / w.sum())
+    t = np.arange(1 - support, support + 1) - ratio
+    return cubic(t) if mode == "cubic" else np.clip(1 - np.abs(t), 0, 1)
+
+
+def _resize_matrix(
+    cv: _Importer, a: _Attrs, mode: str, n_in: int, n_out: int, scale: float, roi: tuple[float, float] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The [n_out, n_in] matrix of a 1-D ONNX Resize along one axis, and the constant added to each
+    output (the extrapolation value where tf_crop_and_resize samples outside the input)."""
+    ctm = a.str("coordinate_transformation_mode", "half_pixel")
+    antialias = bool(a.int("antialias", 0))
+    exclude = bool(a.int("exclude_outside", 0))
+    extrapolation = a.float("extrapolation_value", 0.0)
+    weights = np.zeros((n_out, n_in))
+    shift = np.zeros(n_out)
+    length = scale * n_in  # the real-valued output length
+    for y in range(n_out):
+        if ctm == "align_corners":
+            x = 0.0 if length == 1 else y * (n_in - 1) / (length - 1)
+        elif ctm == "asymmetric":
+            x = y / scale
+        elif ctm == "pytorch_half_pixel":
+            x = -0.5 if length == 1 else (y + 0.5) / scale - 0.5
+        elif ctm == "half_pixel":
+            x = (y + 0.5) / scale - 0.5
+        elif ctm == "half_pixel_symmetric":
+            x = n_in / 2 * (1 - n_out / length) + (y + 0.5) / scale - 0.5
+        elif ctm == "tf_crop_and_resize":
+            assert roi is not None
+            lo, hi = roi
+            x = (hi - lo) * (n_in - 1) / 2 if length == 1 else y * (hi - lo) * (n_in - 1) / (length - 1)
+            x += lo * (n_in - 1)
+            if x < 0 or x > n_in - 1:
+                shift[y] = extrapolation
+                continue
+        else:
+            raise UnsupportedOpError(
+                f"Resize at node {cv.label}: coordinate_transformation_mode {ctm!r} is not supported"
+            )
+        left = math.floor(x)
+        ratio = 1.0 if x == left else x - left
+        taps = _resize_taps(mode, ratio, scale, a, antialias)
+        n = len(taps)
+        first = (left - n // 2) if x == left else (left - n // 2 + 1)
+        idx = np.arange(first, first + n)
+        if exclude:
+            taps = np.where((idx < 0) | (idx >= n_in), 0.0, taps)
+            total = taps.sum()
+            taps = taps / total if total != 0 else taps
+        np.add.at(weights[y], np.clip(idx, 0, n_in - 1), taps)
+    return weights, shift
+
+
+def _resize_by_matrices(
+    cv: _Importer, node: NodeProto, a: _Attrs, ins: list, x: Value, scales: Any, sizes: Any
+) -> Value:
+    """ONNX Resize one axis at a time as a product with a constant interpolation matrix
+    (``nn.dense`` over the axis moved last), plus the extrapolation constant: every mode,
+    coordinate transform, antialias, exclude_outside and aspect-ratio policy, any rank."""
+    mode = a.str("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise cv.unsupported(node, f"mode {mode!r} is not supported (nearest, linear and cubic are)")
+    if mode == "nearest" and a.int("antialias", 0):
+        raise ModelError(f"node {cv.label}: Resize antialias needs mode linear or cubic")
+    if x.type.dtype not in _FLOATS:
+        raise cv.unsupported(node, f"this Resize of {x.type.dtype} data is not supported (float data is)")
+    rank = x.type.rank
+    shape = x.type.shape
+    axes = [_axis(cv, ax, rank) for ax in a.ints("axes", list(range(rank)))]
+    factors = [1.0] * rank
+    out = list(shape)
+    if sizes is not None and sizes.size:
+        vals = [int(v) for v in sizes.reshape(-1)]
+        if len(vals) != len(axes) or any(v < 0 for v in vals):
+            raise ModelError(f"node {cv.label}: sizes {vals} for axes {axes}")
+        for ax, v in zip(axes, vals, strict=False):
+            if shape[ax] == 0:
+                raise ModelError(f"node {cv.label}: Resize of an empty axis {ax}")
+            factors[ax] = v / shape[ax]
+            out[ax] = v
+        policy = a.str("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                raise ModelError(f"node {cv.label}: unknown keep_aspect_ratio_policy {policy!r}")
+            chosen = [factors[ax] for ax in axes]
+            common = min(chosen) if policy == "not_larger" else max(chosen)
+            for ax in axes:
+                factors[ax] = common
+                out[ax] = int(common * shape[ax] + 0.5)
+    elif scales is not None and np.asarray(scales).size:
+        vals_f = [float(v) for v in np.asarray(scales, dtype=np.float64).reshape(-1)]
+        if len(vals_f) != len(axes) or any(v <= 0 for v in vals_f):
+            raise ModelError(f"node {cv.label}: scales {vals_f} for axes {axes}")
+        for ax, f in zip(axes, vals_f, strict=False):
+            factors[ax] = f
+            out[ax] = int(f * shape[ax])
+    else:
+        raise ModelError(f"node {cv.label}: Resize needs scales or sizes")
+    if _prod(out) > MAX_ELEMENTS:
+        raise ModelError(f"node {cv.label}: Resize output {out} is too large")
+    roi = None
+    if a.str("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
+        roi_arr = cv.const_input(node, ins, 1, "roi")
+        if roi_arr is None or roi_arr.size != 2 * len(axes):
+            raise ModelError(f"node {cv.label}: tf_crop_and_resize needs a roi of {2 * len(axes)} values")
+        r = [float(v) for v in roi_arr.reshape(-1)]
+        roi = {ax: (r[i], r[i + len(axes)]) for i, ax in enumerate(axes)}
+    dt = x.type.dtype
+    y = x
+    for ax in axes:
+        box = roi[ax] if roi is not None else None
+        if out[ax] == shape[ax] and factors[ax] == 1.0 and (box is None or box == (0.0, 1.0)):
+            continue
+        if shape[ax] == 0 or out[ax] == 0:
+            raise cv.unsupported(node, f"resizing axis {ax} from {shape[ax]} to {out[ax]} elements is not supported")
+        weights, shift = _resize_matrix(cv, a, mode, shape[ax], out[ax], factors[ax], box)
+        perm = [d for d in range(rank) if d != ax] + [ax]
+        t = cv.transpose(y, perm) if ax != rank - 1 else y
+        t = cv.emit("nn.dense", [t, cv.const(weights.astype(dt), f"{cv.hint}/resize_axis{ax}")])
+        if np.any(shift):
+            t = cv.emit("add", [t, cv.const(shift.astype(dt), f"{cv.hint}/extrapolation")])
+        back = [perm.index(d) for d in range(rank)]
+        y = cv.transpose(t, back) if ax != rank - 1 else t
+    return _rename(cv, y, node.output[0]) if y is not x else cv.reshape(x, shape, out=node.output[0])
 
 
 # -- reductions ------------------------------------------------------------------------
