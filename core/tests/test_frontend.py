@@ -960,3 +960,16 @@ def test_specialized_model_refuses_a_missing_bound_input_and_a_wrong_rank() -> N
     relu = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (["N", 3], F)}, ["y"])
     with pytest.raises(InputError, match=r"input 'x' has rank 2 in the model, got an array of shape \[2,3,1\]"):
         accel.execute(relu, {"x": f32(2, 3, 1)})
+
+
+def test_resize_matrix_size_is_bounded() -> None:
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="cubic")
+    model = make_model(
+        [node], {"x": ([1, 1, 8, 5000], F)}, ["y"], {"sizes": np.array([1, 1, 8, 5000], np.int64)}, opset=19
+    )
+    import_model(model)  # an axis left as it is builds nothing
+    model = make_model(
+        [node], {"x": ([1, 1, 8, 5000], F)}, ["y"], {"sizes": np.array([1, 1, 8, 4000], np.int64)}, opset=19
+    )
+    with pytest.raises(UnsupportedOpError, match="5000x4000 interpolation matrix, beyond the limit"):
+        import_model(model)

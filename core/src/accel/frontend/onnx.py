@@ -2268,6 +2268,10 @@ def _resize_matrix(
     return weights, shift
 
 
+#: entries of one interpolation matrix (in x out) the matrix form of Resize builds at most
+_RESIZE_MATRIX_LIMIT = 1 << 24
+
+
 def _resize_by_matrices(
     cv: _Importer, node: NodeProto, a: _Attrs, ins: list, x: Value, scales: Any, sizes: Any
 ) -> Value:
@@ -2330,6 +2334,12 @@ def _resize_by_matrices(
             continue
         if shape[ax] == 0 or out[ax] == 0:
             raise cv.unsupported(node, f"resizing axis {ax} from {shape[ax]} to {out[ax]} elements is not supported")
+        if shape[ax] * out[ax] > _RESIZE_MATRIX_LIMIT:
+            raise cv.unsupported(
+                node,
+                f"this Resize of axis {ax} ({shape[ax]} -> {out[ax]}) needs a {shape[ax]}x{out[ax]} interpolation "
+                f"matrix, beyond the limit of {_RESIZE_MATRIX_LIMIT} entries",
+            )
         weights, shift = _resize_matrix(cv, a, mode, shape[ax], out[ax], factors[ax], box)
         perm = [d for d in range(rank) if d != ax] + [ax]
         t = cv.transpose(y, perm) if ax != rank - 1 else y
