@@ -979,7 +979,7 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
     w, h = f"{drawing.width:.0f}", f"{drawing.height:.0f}"
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" viewBox="0 0 {w} {h}" data-width="{w}" '
-        f'data-height="{h}" role="img" aria-label="partitioned graph">',
+        f'data-height="{h}" data-columns="{len(drawing.columns)}" role="img" aria-label="partitioned graph">',
         '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
         'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#8a8a8a"/></marker>'
         '<marker id="dot" viewBox="0 0 6 6" refX="3" refY="3" markerWidth="5" markerHeight="5">'
@@ -1030,11 +1030,10 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
                     )
                 )
             )
-            if j == 0:
-                label = (
-                    f'<text class="plabel" x="{x0 + 8:.1f}" y="{y0 + 12:.1f}" fill="{c}">{_e(_clip(p.name, 40))}'
-                    "<title>click to collapse</title></text>"
-                )
+            label += (
+                f'<text class="plabel" x="{x0 + 8:.1f}" y="{y0 + 12:.1f}" fill="{c}">{_e(_clip(name, 40))}'
+                "<title>click to collapse</title></text>"
+            )
         out.append(
             f'<g class="partition" id="p{k}" data-partition="{_e(p.name)}" data-backend="{_e(p.backend)}">'
             f"<title>{_e(f'{p.name} ({p.backend}, {len(p.nodes)} nodes): {counts}')}</title>"
