@@ -765,6 +765,8 @@ _PROBE = """
   svg.dispatchEvent(new WheelEvent("wheel", {deltaY: -500, clientX: r.left + 10, clientY: r.top + 10,
                                              cancelable: true}));
   out.afterWheel = vb();
+  window.dispatchEvent(new Event("resize"));
+  out.afterResize = vb();
   document.getElementById("drawing").dispatchEvent(new KeyboardEvent("keydown", {key: "0"}));
   out.afterFit = vb();
   document.getElementById("drawing").dispatchEvent(new KeyboardEvent("keydown", {key: "ArrowRight"}));
@@ -837,6 +839,7 @@ def test_html_in_a_browser(chromium, tmp_path, network):
         assert out["afterSearch"][2] <= out["box"][0] + 1  # at least 1:1
     # the wheel zooms in, 0 fits again, an arrow pans
     assert out["afterWheel"][2] < out["fit"][2]
+    assert out["afterResize"] == pytest.approx(out["afterWheel"])  # a resize keeps the zoom
     assert out["afterFit"] == pytest.approx(out["fit"])
     assert out["afterArrow"][0] > out["fit"][0]
     # collapsing hides the boxes and shows the summary; clicking the summary expands that partition

@@ -657,8 +657,9 @@ _SCRIPT = """
   function show() {
     svg.setAttribute("viewBox", view.x + " " + view.y + " " + view.w + " " + view.h);
   }
+  var last = size();
   function fit() {
-    var s = size(), k = Math.max(W / s.w, H / s.h);
+    var s = last = size(), k = Math.max(W / s.w, H / s.h);
     view.w = s.w * k; view.h = s.h * k;
     view.x = (W - view.w) / 2; view.y = (H - view.h) / 2; show();
   }
@@ -775,7 +776,11 @@ _SCRIPT = """
       to.classList.add("current"); centre(to);
     });
   });
-  window.addEventListener("resize", fit);
+  window.addEventListener("resize", function () {  // keep the zoom and the centre
+    var s = size(), k = view.w / last.w, cx = view.x + view.w / 2, cy = view.y + view.h / 2;
+    view.w = s.w * k; view.h = s.h * k; view.x = cx - view.w / 2; view.y = cy - view.h / 2;
+    last = s; show();
+  });
   fit();
 })();
 """
