@@ -415,6 +415,10 @@ def test_html_escapes_every_string_from_the_model():
     assert "<title>model &lt;v2&gt; &amp; co</title>" in page
     assert "float32 [not] supported" in page
     assert EVIL in _node_boxes(_svg(page))
+    # quotes, ampersands and non-ASCII survive the attributes the search reads
+    odd = 'conv "1" & é'
+    page = report_to_html(Report([], [_node(odd, "nn.relu", HOST, ["x"], ["y"])], [], ["x"], ["y"]), "odd")
+    assert odd in _node_boxes(_svg(page)) and "é" in page
 
 
 def test_html_one_tooltip_per_box_with_backend_partition_composite_and_reasons():

@@ -5,9 +5,11 @@
 - :func:`print_report` is what ``accel compile`` and ``accel inspect`` print:
   partitions per backend, the ops left on the host grouped by (op, reasons),
   timings. Plain text when the console is not a terminal.
-- :func:`report_to_html` is one self-contained page (inline CSS and SVG, no
-  script): the graph laid out top to bottom, coloured by backend, with the
-  partition and host tables under it.
+- :func:`report_to_html` is one self-contained page (inline CSS, SVG and a
+  small script; nothing is fetched): the graph laid out top to bottom in
+  columns, coloured by backend, composites as one box, shapes on the edges,
+  with zoom/pan, search and collapsible partitions, and the partition and host
+  tables under it.
 
 Every string that comes from the model (node, value, partition names, reasons)
 is escaped: rich markup is never parsed from it and HTML is always escaped.
@@ -880,7 +882,7 @@ def _node_svg(v: _Vertex, vid: int, colors: dict[str, str], order: list[str], me
     ink = _ink(fill)
     cls = "node member" if member else "node"
     attrs = f'id="n{vid}" data-backend="{_e(n.backend)}"'
-    attrs += f' data-nodes="{_e(json.dumps([m.name for m in box.nodes]))}"'
+    attrs += f' data-nodes="{_e(json.dumps([m.name for m in box.nodes], ensure_ascii=False))}"'
     attrs += f' data-ops="{_e(" ".join(m.op for m in box.nodes))}"'
     if box.composite is not None:
         cls += " composite"
@@ -914,6 +916,10 @@ def _wrap_words(text: str, width: int, lines: int) -> list[str]:
     if len(out) > len(keep):
         keep[-1] += " …"
     return [_clip(line, width) for line in keep]
+
+
+def _members(v: _Vertex) -> list[NodeReport]:
+    return v.box.nodes if v.box is not None else []
 
 
 def _op_counts(nodes: list[NodeReport]) -> str:
@@ -966,7 +972,7 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
                     f'marker-start="url(#dot)"><title>{_e(f"from {verts[src].label} (click to go there)")}</title></path>'
                 )
             producer = verts[src]
-            dx = 4.0
+            dx = 6.0
             for value in carried:
                 if (src, value) in labelled or value not in report.types:
                     continue
@@ -998,7 +1004,7 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
         if owner is not None:
             members.setdefault(owner, []).append(i)
     by_name = {p.name: p for p in report.partitions}
-    nodes_of = {name: [n for i in idx for n in verts[i].box.nodes] for name, idx in members.items()}  # type: ignore[union-attr]
+    nodes_of = {name: [n for i in idx for n in _members(verts[i])] for name, idx in members.items()}
     for k, p in enumerate(report.partitions):
         idx = members.get(p.name)
         if not idx or by_name[p.name] is not p:
