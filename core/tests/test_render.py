@@ -333,6 +333,11 @@ def _edges(svg: ET.Element) -> list[ET.Element]:
     return _groups(svg, "edge")
 
 
+def _view(svg: ET.Element, name: str) -> ET.Element:
+    (view,) = [g for g in svg.iter(f"{SVG}g") if g.get("id") == f"{name}-view"]
+    return view
+
+
 def _check_drawing(report: Report, page: str) -> ET.Element:
     """What every drawing must satisfy: each node in exactly one box, one group per partition holding
     its boxes, composites as one box, edges labelled with shapes, ids unique and every reference resolved."""
@@ -395,7 +400,7 @@ def test_html_script_refers_only_to_elements_of_the_page():
     page = report_to_html(sample(), "demo")
     script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
     wanted = set(re.findall(r'getElementById\("([^"]+)"\)', script))
-    assert wanted == {"drawing", "graph", *render.CONTROL_IDS}
+    assert wanted == {"drawing", "graph", "detail-view", "overview-view", *render.CONTROL_IDS}
     for ident in wanted:
         assert len(re.findall(rf'\bid="{re.escape(ident)}"', page)) == 1, ident
     # the script's features: wheel zoom, drag pan, keys, search, collapse
@@ -568,6 +573,33 @@ def test_html_partitions_are_groups_outlining_their_boxes():
     assert "conv2d ×2" in text and "requantize ×1" in text
 
 
+def test_html_overview_draws_each_partition_as_one_box():
+    report = sample()
+    svg = _check_drawing(report, report_to_html(report, "demo"))
+    overview = _view(svg, "overview")
+    assert overview.get("display") == "none" and _view(svg, "detail").get("display") is None
+    boxes = _groups(overview, "obox")
+    assert not _groups(overview, "node") and not _groups(overview, "partition")
+    groups = {g.get("data-partition"): g.get("id") for g in _groups(svg, "partition")}
+    pboxes = {g.get("data-partition"): g for g in boxes if "pbox" in _cls(g)}
+    assert set(pboxes) == {p.name for p in report.partitions}
+    for name, g in pboxes.items():
+        assert g.get("data-target") == groups[name]
+    texts = [t.text for t in pboxes["ethosn_0"].iter(f"{SVG}text")]
+    assert texts == ["ethosn_0", "3 nodes: conv2d ×2 · requantize ×1"]
+    # a host node keeps its own box, which leads to its box in the drawing
+    detail_boxes = {g.get("id"): _box_nodes(g) for g in _groups(svg, "node")}
+    host = {_box_nodes(g)[0]: g.get("data-target") for g in boxes if "pbox" not in _cls(g)}
+    assert set(host) == {n.name for n in report.host_nodes()}
+    for name, target in host.items():
+        assert detail_boxes[target] == [name]
+    # edges between the boxes: x -> ethosn_0 -> acl_0, both -> ethosn_1 -> flatten -> acl_1 -> softmax, argmax
+    # -> y, z
+    assert len(_groups(overview, "oedge")) == 10
+    # without partitions there is nothing to collapse
+    assert not [g for g in _svg(report_to_html(chain(5), "chain")).iter(f"{SVG}g") if g.get("id") == "overview-view"]
+
+
 def test_html_boxes_of_a_layer_do_not_overlap():
     fan = [_node(f"b{i}", "nn.conv2d", "acl" if i % 2 else HOST, ["x"], [f"v{i}"]) for i in range(12)]
     fan.append(_node("cat", "concatenate", HOST, [f"v{i}" for i in range(12)], ["y"]))
@@ -720,9 +752,15 @@ def test_html_of_real_networks(network):
             assert y + h <= y2 or y2 + h2 <= y, ((x, y, w, h), (x2, y2, w2, h2))
     # every value between two boxes is named with its type on its edges, and labelled once with its shape
     carried = {line.split(": ")[0] for e in _edges(svg) for line in e.find(f"{SVG}title").text.splitlines()}
-    labels = [t.text for t in svg.iter(f"{SVG}text") if "shape" in _cls(t)]
+    labels = [t.text for t in _view(svg, "detail").iter(f"{SVG}text") if "shape" in _cls(t)]
     assert len(labels) == len(carried)
     assert all(re.fullmatch(r"1×\d+(×\d+×\d+)?", label) for label in labels)
+    # the overview: one box per partition and host node, drawn smaller
+    overview = _view(svg, "overview")
+    host = len(report.host_nodes())
+    assert len(_groups(overview, "obox")) == len(report.partitions) + host
+    area = float(overview.get("data-width")) * float(overview.get("data-height"))
+    assert area < width * height * (0.9 if name == "densenet121" else 0.1)  # DenseNet has 124 host nodes
     if name == "densenet121":
         # each Concat reads every earlier feature map of its block: the far ones arrive as stubs
         stubs = [p for e in _edges(svg) for p in e.iter(f"{SVG}path") if "stub" in _cls(p)]
@@ -775,15 +813,27 @@ _PROBE = """
   out.afterFit = vb();
   document.getElementById("drawing").dispatchEvent(new KeyboardEvent("keydown", {key: "ArrowRight"}));
   out.afterArrow = vb();
-  document.getElementById("collapse-all").click();
+  var p = svg.querySelectorAll("g.partition")[1] || svg.querySelector("g.partition");
+  p.querySelector(".plabel").dispatchEvent(new MouseEvent("click", {bubbles: true}));
   out.collapsed = svg.querySelectorAll("g.partition.collapsed").length;
-  out.partitions = svg.querySelectorAll("g.partition").length;
-  out.member = getComputedStyle(svg.querySelector("g.partition .node.member")).display;
-  out.summary = getComputedStyle(svg.querySelector("g.partition .summary")).display;
-  var p = svg.querySelector("g.partition");
+  out.member = getComputedStyle(p.querySelector(".node.member")).display;
+  out.summary = getComputedStyle(p.querySelector(".summary")).display;
   p.querySelector(".summary").dispatchEvent(new MouseEvent("click", {bubbles: true}));
   out.expandedOne = !p.classList.contains("collapsed");
-  var stub = svg.querySelector("path.stub");
+  var detail = document.getElementById("detail-view"), overview = document.getElementById("overview-view");
+  document.getElementById("collapse-all").click();
+  out.overviewShown = overview.getAttribute("display") === null && detail.getAttribute("display") === "none";
+  out.overviewView = vb();
+  var pbox = overview.querySelector('g.obox[data-partition="' + p.getAttribute("data-partition") + '"]');
+  out.pboxVisible = getComputedStyle(pbox).display !== "none" && pbox.getBBox().width > 0;
+  pbox.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  out.detailShown = detail.getAttribute("display") === null && overview.getAttribute("display") === "none";
+  var b = p.getBBox(), v = vb();
+  out.partitionCentred = Math.abs(b.x + b.width / 2 - (v[0] + v[2] / 2)) < 1 && Math.abs(b.y + b.height / 2 - (v[1] + v[3] / 2)) < 1;
+  document.getElementById("collapse-all").click();
+  document.getElementById("expand-all").click();
+  out.afterExpandAll = vb();
+  var stub = detail.querySelector("path.stub");
   stub.dispatchEvent(new MouseEvent("click", {bubbles: true}));
   out.stubTarget = stub.getAttribute("data-go");
   out.afterStub = svg.querySelector("g.current").id;
@@ -846,9 +896,15 @@ def test_html_in_a_browser(chromium, tmp_path, network):
     assert out["afterResize"] == pytest.approx(out["afterWheel"])  # a resize keeps the zoom
     assert out["afterFit"] == pytest.approx(out["fit"])
     assert out["afterArrow"][0] > out["fit"][0]
-    # collapsing hides the boxes and shows the summary; clicking the summary expands that partition
-    assert out["collapsed"] == out["partitions"] == len(report.partitions)
+    # a partition's name collapses it in place (its boxes hidden, its summary shown); the summary expands it
+    assert out["collapsed"] == 1
     assert out["member"] == "none" and out["summary"] != "none"
     assert out["expandedOne"]
+    # "collapse partitions" shows the overview, fitted; a partition's box there leads back to its nodes
+    assert out["overviewShown"] and out["pboxVisible"] and out["detailShown"] and out["partitionCentred"]
+    overview = _view(svg, "overview")
+    ow, oh = float(overview.get("data-width")), float(overview.get("data-height"))
+    assert min(out["overviewView"][2] / ow, out["overviewView"][3] / oh) == pytest.approx(1, rel=1e-3)
+    assert out["afterExpandAll"] == pytest.approx(out["fit"])
     # a stub takes you to the other end of its edge
     assert out["afterStub"] == out["stubTarget"]

@@ -38,7 +38,7 @@ EDGE_LIMIT = 10000
 #: Above this many nodes the HTML page has no drawing, only the tables.
 DRAW_LIMIT = 20000
 #: An edge across more layers than this is drawn as two stubs, one at each end (click one to go to the other).
-LONG_EDGE = 10
+LONG_EDGE = 6
 #: Grouped host-op rows shown by :func:`print_report` before "N more" (``verbose`` shows all).
 HOST_ROWS = 40
 
@@ -295,6 +295,8 @@ class _Box:
 
     nodes: list[NodeReport]
     composite: str | None = None
+    #: In the overview: the partition this box stands for (all its nodes).
+    partition: str | None = None
 
     @property
     def first(self) -> NodeReport:
@@ -336,12 +338,14 @@ def _short_op(op: str) -> str:
     return op.removeprefix("nn.").removeprefix("qnn.")
 
 
-def _boxes(report: Report) -> list[_Box]:
+def _boxes(report: Report, overview: bool = False) -> list[_Box]:
     """One box per node, except that the nodes of one composite instance share a box.
 
     An instance is named by ``composite_root``; a report without it (an older artifact)
-    groups connected nodes of the same partition and composite instead.
+    groups connected nodes of the same partition and composite instead. In the ``overview``,
+    all the nodes of a partition share one box.
     """
+    known = {p.name for p in report.partitions} if overview else set()
     key: list[object] = []
     parent: dict[int, int] = {}
 
@@ -363,7 +367,9 @@ def _boxes(report: Report) -> list[_Box]:
         for v in n.outputs:
             producer[v] = i
     for i, n in enumerate(report.nodes):
-        if not n.composite or n.partition is None:
+        if n.partition in known:
+            key.append(("partition", n.partition))
+        elif not n.composite or n.partition is None:
             key.append(i)
         elif n.composite_root is not None:
             key.append((n.partition, n.composite, n.composite_root))
@@ -373,13 +379,16 @@ def _boxes(report: Report) -> list[_Box]:
     for n, k in zip(report.nodes, key):
         box = boxes.get(k)
         if box is None:
-            boxes[k] = _Box([n], n.composite if not isinstance(k, int) else None)
+            if n.partition in known:
+                boxes[k] = _Box([n], partition=n.partition)
+            else:
+                boxes[k] = _Box([n], n.composite if not isinstance(k, int) else None)
         else:
             box.nodes.append(n)
     return list(boxes.values())
 
 
-def _build(report: Report) -> tuple[list[_Vertex], dict[tuple[int, int], list[str]]]:
+def _build(report: Report, overview: bool = False) -> tuple[list[_Vertex], dict[tuple[int, int], list[str]]]:
     """Vertices for graph inputs, boxes and graph outputs, with producer -> consumer edges and their values."""
     verts: list[_Vertex] = []
     producer: dict[str, int] = {}
@@ -387,9 +396,11 @@ def _build(report: Report) -> tuple[list[_Vertex], dict[tuple[int, int], list[st
         producer[name] = len(verts)
         verts.append(_Vertex("input", name))
     consumers: list[tuple[int, list[str]]] = []
-    for box in _boxes(report):
+    for box in _boxes(report, overview):
         i = len(verts)
-        if box.composite is not None:
+        if box.partition is not None:
+            verts.append(_Vertex("node", box.partition, box=box, sub=_count_line(box.nodes)))
+        elif box.composite is not None:
             sub = " · ".join(_short_op(n.op) for n in box.nodes)
             verts.append(_Vertex("node", box.composite, box=box, sub=sub))
         else:
@@ -574,10 +585,11 @@ def _column_breaks(verts: list[_Vertex], layers: list[list[int]]) -> list[int]:
     return best
 
 
-def _layout(report: Report) -> _Drawing:
+def _layout(report: Report, overview: bool = False) -> _Drawing:
     """Longest-path layers top to bottom, barycentre order within layers, bends on long edges;
-    the layers are wrapped into columns so that a deep graph is drawn about as wide as tall."""
-    verts, values = _build(report)
+    the layers are wrapped into columns so that a deep graph is drawn about as wide as tall.
+    The ``overview`` draws each partition as one box."""
+    verts, values = _build(report, overview)
     _assign_layers(verts)
     edges = _split_long_edges(verts)
     layers = _order_layers(verts)
@@ -628,14 +640,15 @@ th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-a
 th { background: #f0f0f0; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.reasons { white-space: pre-line; color: #444; }
 svg text { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }
-svg .node text { font-size: 11px; pointer-events: none; }
-svg .node text.ops { font-size: 9.5px; }
+svg .node text, svg .obox text { font-size: 11px; pointer-events: none; }
+svg .node text.ops, svg .obox text.ops { font-size: 9.5px; }
+svg .obox { cursor: pointer; }
 svg .io text { font-size: 10px; fill: #444; }
 svg .plabel { font-size: 10px; font-weight: 600; paint-order: stroke; stroke: #fff; stroke-width: 3px;
               cursor: pointer; }
-svg .edge path { fill: none; stroke: #8a8a8a; stroke-width: 1.1; }
-svg .edge path.stub { stroke: #6a6a6a; cursor: pointer; }
-svg .edge text.shape { font-size: 9.5px; fill: #666; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+svg .edge path, svg .oedge path { fill: none; stroke: #8a8a8a; stroke-width: 1.1; }
+svg .edge path.stub, svg .oedge path.stub { stroke: #6a6a6a; cursor: pointer; }
+svg .edge text.shape, svg .oedge text.shape { font-size: 9.5px; fill: #666; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
 svg .summary { display: none; cursor: pointer; }
 svg .summary text { font-size: 11px; } svg .summary text.name { font-weight: 600; }
 svg .partition.collapsed .summary { display: inline; }
@@ -653,7 +666,8 @@ _SCRIPT = """
   "use strict";
   var box = document.getElementById("drawing"), svg = document.getElementById("graph");
   if (!box || !svg) return;
-  var W = +svg.getAttribute("data-width"), H = +svg.getAttribute("data-height");
+  var detail = document.getElementById("detail-view"), overview = document.getElementById("overview-view");
+  var active = detail, W = +detail.getAttribute("data-width"), H = +detail.getAttribute("data-height");
   var view = {x: 0, y: 0, w: W, h: H};
   function size() { var r = svg.getBoundingClientRect(); return {w: r.width || 1, h: r.height || 1}; }
   function show() {
@@ -713,7 +727,12 @@ _SCRIPT = """
     e.preventDefault();
   });
 
-  var parts = Array.prototype.slice.call(svg.querySelectorAll("g.partition"));
+  function showView(v) {  // the drawing or the overview, fitted
+    if (!v || v === active) return;
+    active.setAttribute("display", "none"); v.removeAttribute("display"); active = v;
+    W = +v.getAttribute("data-width"); H = +v.getAttribute("data-height"); fit();
+  }
+  var parts = Array.prototype.slice.call(detail.querySelectorAll("g.partition"));
   function collapse(p, on) { p.classList.toggle("collapsed", on); }
   parts.forEach(function (p) {
     p.querySelectorAll(".plabel, .summary").forEach(function (el) {
@@ -721,17 +740,26 @@ _SCRIPT = """
     });
   });
   document.getElementById("collapse-all").addEventListener("click", function () {
-    parts.forEach(function (p) { collapse(p, true); });
+    if (overview) showView(overview); else parts.forEach(function (p) { collapse(p, true); });
   });
   document.getElementById("expand-all").addEventListener("click", function () {
-    parts.forEach(function (p) { collapse(p, false); });
+    parts.forEach(function (p) { collapse(p, false); }); showView(detail);
+  });
+  if (overview) overview.querySelectorAll("g.obox").forEach(function (el) {
+    el.addEventListener("click", function () {
+      var to = document.getElementById(el.getAttribute("data-target"));
+      showView(detail);
+      if (!to) return;
+      if (to.classList.contains("partition")) collapse(to, false);
+      centre(to);
+    });
   });
   document.getElementById("fit").addEventListener("click", fit);
   document.getElementById("zoom-in").addEventListener("click", function () { zoom(1.25); });
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(0.8); });
 
   var input = document.getElementById("search"), count = document.getElementById("search-count");
-  var items = Array.prototype.slice.call(svg.querySelectorAll("g.node")).map(function (el) {
+  var items = Array.prototype.slice.call(detail.querySelectorAll("g.node")).map(function (el) {
     return {el: el, text: (el.getAttribute("data-nodes") + " " + el.getAttribute("data-ops") + " " +
                            (el.getAttribute("data-composite") || "")).toLowerCase()};
   }).concat(parts.map(function (p) {
@@ -748,6 +776,7 @@ _SCRIPT = """
     count.textContent = (at + 1) + " of " + hits.length;
   }
   function search() {
+    showView(detail);
     var q = input.value.trim().toLowerCase();
     hits.forEach(function (el) { el.classList.remove("match", "current"); });
     hits = []; at = -1;
@@ -770,7 +799,7 @@ _SCRIPT = """
   svg.querySelectorAll("path.stub").forEach(function (stub) {
     stub.addEventListener("click", function () {
       var to = document.getElementById(stub.getAttribute("data-go"));
-      if (!to) return;
+      if (!to || to.closest("g.view") !== active) return;
       var p = to.closest("g.partition");
       if (p) collapse(p, false);
       if (at >= 0 && hits[at]) hits[at].classList.remove("current");
@@ -874,19 +903,29 @@ def _edge_paths(drawing: _Drawing, route: list[int], offset: float) -> tuple[str
     return " ".join(line), " ".join(outs), " ".join(ins)
 
 
-def _node_svg(v: _Vertex, vid: int, colors: dict[str, str], order: list[str], member: bool) -> str:
+def _node_svg(v: _Vertex, vid: str, colors: dict[str, str], order: list[str], cls: str, target: str = "") -> str:
+    """A box: ``cls`` is ``node`` (``node member`` inside a partition's group) in the drawing, ``obox``
+    in the overview, where ``target`` is the id of what the box stands for in the drawing."""
     box = v.box
     assert box is not None
     n = box.first
     fill = colors.get(n.backend, HOST_COLOR)
     ink = _ink(fill)
-    cls = "node member" if member else "node"
-    attrs = f'id="n{vid}" data-backend="{_e(n.backend)}"'
-    attrs += f' data-nodes="{_e(json.dumps([m.name for m in box.nodes], ensure_ascii=False))}"'
-    attrs += f' data-ops="{_e(" ".join(m.op for m in box.nodes))}"'
+    attrs = f'id="{vid}" data-backend="{_e(n.backend)}"'
+    if target:
+        attrs += f' data-target="{target}"'
+    if box.partition is None:
+        attrs += f' data-nodes="{_e(json.dumps([m.name for m in box.nodes], ensure_ascii=False))}"'
+        attrs += f' data-ops="{_e(" ".join(m.op for m in box.nodes))}"'
+        tip = _box_tooltip(box, order)
+    else:
+        cls += " pbox"
+        attrs += f' data-partition="{_e(box.partition)}"'
+        tip = f"partition {box.partition} ({n.backend}), {_count_line(box.nodes)}\nclick to show its nodes"
     if box.composite is not None:
         cls += " composite"
         attrs += f' data-composite="{_e(box.composite)}"'
+    if v.sub:
         text = (
             f'<text x="{v.x:.1f}" y="{v.y + 15:.1f}" text-anchor="middle" fill="{ink}">{_e(_clip(v.label))}</text>'
             f'<text class="ops" x="{v.x:.1f}" y="{v.y + 29:.1f}" text-anchor="middle" fill="{ink}">'
@@ -898,7 +937,7 @@ def _node_svg(v: _Vertex, vid: int, colors: dict[str, str], order: list[str], me
             f"{_e(_clip(v.label))}</text>"
         )
     return (
-        f'<g class="{cls}" {attrs}><title>{_e(_box_tooltip(box, order))}</title>'
+        f'<g class="{cls}" {attrs}><title>{_e(tip)}</title>'
         f'<rect x="{v.x - v.w / 2:.1f}" y="{v.y:.1f}" width="{v.w:.1f}" height="{v.h:.1f}" rx="4" '
         f'fill="{fill}" stroke="rgba(0,0,0,.35)"/>{text}</g>'
     )
@@ -927,9 +966,82 @@ def _op_counts(nodes: list[NodeReport]) -> str:
     return " · ".join(f"{op} ×{k}" for op, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
+def _count_line(nodes: list[NodeReport]) -> str:
+    """``12 nodes: conv2d ×8 · add ×2 · relu ×2``"""
+    return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: {_op_counts(nodes)}"
+
+
+def _edges_svg(report: Report, drawing: _Drawing, prefix: str) -> list[tuple[int, int, str]]:
+    """Every edge as ``(producer, consumer, its SVG content)``: the line or the stubs (which lead to
+    ``{prefix}{vertex}``), the values' names and types as its tooltip, and the shape of each value
+    once under its producer."""
+    verts = drawing.verts
+    out: list[tuple[int, int, str]] = []
+    labelled: set[tuple[int, str]] = set()
+    stubs_into: Counter[int] = Counter()
+    for route in drawing.edges:
+        src, dst = route[0], route[-1]
+        carried = drawing.values.get((src, dst), [])
+        title = "\n".join(f"{v}: {report.types.get(v, '?')}" for v in carried)
+        before = verts[route[-2]]
+        stubbed_end = before.col != verts[dst].col or verts[dst].layer - before.layer > 1
+        offset = 0.0
+        if stubbed_end:
+            k = stubs_into[dst]
+            stubs_into[dst] += 1
+            half = max(verts[dst].w / 2 - 6, 6.0)
+            offset = ((k + 1) // 2 * 6.0) % half * (1 if k % 2 else -1)
+        line, out_stub, in_stub = _edge_paths(drawing, route, offset)
+        arrow = ' marker-end="url(#arrow)"'
+        parts = [f"<title>{_e(title)}</title>"]
+        if line:
+            parts.append(f'<path d="{line}"{"" if stubbed_end else arrow}/>')
+        if out_stub:
+            parts.append(
+                f'<path class="stub" d="{out_stub}" data-go="{prefix}{dst}" marker-end="url(#dot)">'
+                f"<title>{_e(f'to {verts[dst].label} (click to go there)')}</title></path>"
+            )
+            parts.append(
+                f'<path class="stub" d="{in_stub}" data-go="{prefix}{src}"{arrow if stubbed_end else ""} '
+                f'marker-start="url(#dot)"><title>{_e(f"from {verts[src].label} (click to go there)")}</title></path>'
+            )
+        producer = verts[src]
+        dx = 6.0
+        for value in carried:
+            if (src, value) in labelled or value not in report.types:
+                continue
+            labelled.add((src, value))
+            label = _shape_label(report.types[value])
+            x, y = producer.x + dx, producer.y + producer.h + 12
+            parts.append(f'<text class="shape" x="{x:.1f}" y="{y:.1f}">{_e(label)}</text>')
+            dx += len(label) * _SMALL_W + 6
+        out.append((src, dst, "".join(parts)))
+    return out
+
+
+def _io_svg(v: _Vertex, vid: str) -> str:
+    return (
+        f'<g class="io {v.kind}" id="{vid}"><title>{_e(f"graph {v.kind}: {v.label}")}</title>'
+        f'<ellipse cx="{v.x:.1f}" cy="{v.y + v.h / 2:.1f}" rx="{v.w / 2:.1f}" ry="{v.h / 2:.1f}" '
+        f'fill="#ffffff" stroke="#777"/>'
+        f'<text x="{v.x:.1f}" y="{v.y + v.h / 2 + 3.5:.1f}" text-anchor="middle">{_e(_clip(v.label))}</text></g>'
+    )
+
+
+def _view(name: str, drawing: _Drawing, body: list[str], hidden: bool = False) -> str:
+    w, h = f"{drawing.width:.0f}", f"{drawing.height:.0f}"
+    return (
+        f'<g class="view" id="{name}-view" data-width="{w}" data-height="{h}" '
+        f'data-columns="{len(drawing.columns)}"{" display=" + chr(34) + "none" + chr(34) if hidden else ""}>\n'
+        + "\n".join(body)
+        + "\n</g>"
+    )
+
+
+def _detail_svg(report: Report, colors: dict[str, str], draw_edges: bool) -> tuple[_Drawing, list[str], dict[str, str]]:
     """The drawing: edges between partitions, then one group per partition (outline, name, inner edges,
-    boxes, the box shown when collapsed), then host boxes and graph inputs/outputs."""
+    boxes, the box shown when collapsed), then host boxes and graph inputs/outputs. Also returns the
+    id of every host node's box."""
     drawing = _layout(report)
     verts = drawing.verts
     order = _backends(report)
@@ -940,63 +1052,14 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
         p = part_of.get(i)
         return p if p in known else None
 
-    outer: list[str] = []
+    out: list[str] = []
     inner: dict[str, list[str]] = {p.name: [] for p in report.partitions}
-    if draw_edges:
-        labelled: set[tuple[int, str]] = set()
-        stubs_into: Counter[int] = Counter()
-        for route in drawing.edges:
-            src, dst = route[0], route[-1]
-            carried = drawing.values.get((src, dst), [])
-            title = "\n".join(f"{v}: {report.types.get(v, '?')}" for v in carried)
-            before = verts[route[-2]]
-            stubbed_end = before.col != verts[dst].col or verts[dst].layer - before.layer > 1
-            offset = 0.0
-            if stubbed_end:
-                k = stubs_into[dst]
-                stubs_into[dst] += 1
-                half = max(verts[dst].w / 2 - 6, 6.0)
-                offset = ((k + 1) // 2 * 6.0) % half * (1 if k % 2 else -1)
-            line, out_stub, in_stub = _edge_paths(drawing, route, offset)
-            arrow = ' marker-end="url(#arrow)"'
-            parts = [f"<title>{_e(title)}</title>"]
-            if line:
-                parts.append(f'<path d="{line}"{"" if stubbed_end else arrow}/>')
-            if out_stub:
-                parts.append(
-                    f'<path class="stub" d="{out_stub}" data-go="n{dst}" marker-end="url(#dot)">'
-                    f"<title>{_e(f'to {verts[dst].label} (click to go there)')}</title></path>"
-                )
-                parts.append(
-                    f'<path class="stub" d="{in_stub}" data-go="n{src}"{arrow if stubbed_end else ""} '
-                    f'marker-start="url(#dot)"><title>{_e(f"from {verts[src].label} (click to go there)")}</title></path>'
-                )
-            producer = verts[src]
-            dx = 6.0
-            for value in carried:
-                if (src, value) in labelled or value not in report.types:
-                    continue
-                labelled.add((src, value))
-                label = _shape_label(report.types[value])
-                x, y = producer.x + dx, producer.y + producer.h + 12
-                parts.append(f'<text class="shape" x="{x:.1f}" y="{y:.1f}">{_e(label)}</text>')
-                dx += len(label) * _SMALL_W + 6
-            p_src, p_dst = group(src), group(dst)
-            if p_src is not None and p_src == p_dst:
-                inner[p_src].append(f'<g class="edge member">{"".join(parts)}</g>')
-            else:
-                outer.append(f'<g class="edge">{"".join(parts)}</g>')
-
-    w, h = f"{drawing.width:.0f}", f"{drawing.height:.0f}"
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" viewBox="0 0 {w} {h}" data-width="{w}" '
-        f'data-height="{h}" data-columns="{len(drawing.columns)}" role="img" aria-label="partitioned graph">',
-        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
-        'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#8a8a8a"/></marker>'
-        '<marker id="dot" viewBox="0 0 6 6" refX="3" refY="3" markerWidth="5" markerHeight="5">'
-        '<circle cx="3" cy="3" r="2.4" fill="#ffffff" stroke="#8a8a8a"/></marker></defs>',
-        *outer,
-    ]
+    for src, dst, content in _edges_svg(report, drawing, "n") if draw_edges else []:
+        p_src, p_dst = group(src), group(dst)
+        if p_src is not None and p_src == p_dst:
+            inner[p_src].append(f'<g class="edge member">{content}</g>')
+        else:
+            out.append(f'<g class="edge">{content}</g>')
 
     members: dict[str, list[int]] = {}
     for i in range(len(verts)):
@@ -1004,7 +1067,6 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
         if owner is not None:
             members.setdefault(owner, []).append(i)
     by_name = {p.name: p for p in report.partitions}
-    nodes_of = {name: [n for i in idx for n in _members(verts[i])] for name, idx in members.items()}
     for k, p in enumerate(report.partitions):
         idx = members.get(p.name)
         if not idx or by_name[p.name] is not p:
@@ -1014,7 +1076,8 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
         for i in idx:
             segments.setdefault(verts[i].col, []).append(verts[i])
         rects, summary, label = [], [], ""
-        counts = _op_counts(nodes_of[p.name])
+        nodes = [n for i in idx for n in _members(verts[i])]
+        counts = _count_line(nodes)
         for j, (_col, vs) in enumerate(sorted(segments.items())):
             x0 = min(v.x - v.w / 2 for v in vs) - 8
             x1 = max(v.x + v.w / 2 for v in vs) + 8
@@ -1026,19 +1089,14 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
             )
             chars = max(int((x1 - x0 - 16) / _CHAR_W), 8)
             name = p.name if j == 0 else f"{p.name} (continued)"
+            lines = _wrap_words(counts, chars, int((y1 - y0 - 22) / 14))
             summary.append(
                 f'<rect class="frame" {geom} fill="#ffffff" stroke="{c}" stroke-width="2"/>'
                 f'<rect {geom} fill="{c}" fill-opacity="0.25" stroke="none"/>'
                 f'<text class="name" x="{x0 + 8:.1f}" y="{y0 + 16:.1f}">{_e(_clip(name, chars))}</text>'
                 + "".join(
                     f'<text x="{x0 + 8:.1f}" y="{y0 + 31 + 14 * r:.1f}">{_e(text)}</text>'
-                    for r, text in enumerate(
-                        _wrap_words(
-                            f"{len(p.nodes)} node{'s' if len(p.nodes) != 1 else ''}: {counts}",
-                            chars,
-                            int((y1 - y0 - 22) / 14),
-                        )
-                    )
+                    for r, text in enumerate(lines)
                 )
             )
             label += (
@@ -1047,23 +1105,59 @@ def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
             )
         out.append(
             f'<g class="partition" id="p{k}" data-partition="{_e(p.name)}" data-backend="{_e(p.backend)}">'
-            f"<title>{_e(f'{p.name} ({p.backend}, {len(p.nodes)} nodes): {counts}')}</title>"
+            f"<title>{_e(f'{p.name} ({p.backend}), {counts}')}</title>"
             f'<g class="outline member">{"".join(rects)}</g>{label}'
         )
         out += inner.get(p.name, [])
-        out += [_node_svg(verts[i], i, colors, order, True) for i in idx]
+        out += [_node_svg(verts[i], f"n{i}", colors, order, "node member") for i in idx]
         out.append(f'<g class="summary"><title>{_e(p.name)}: click to expand</title>{"".join(summary)}</g></g>')
 
+    ids: dict[str, str] = {}
     for i, v in enumerate(verts):
         if v.box is not None and group(i) is None:
-            out.append(_node_svg(v, i, colors, order, False))
+            out.append(_node_svg(v, f"n{i}", colors, order, "node"))
+            ids[v.box.first.name] = f"n{i}"
         elif v.kind in ("input", "output"):
-            out.append(
-                f'<g class="io {v.kind}" id="n{i}"><title>{_e(f"graph {v.kind}: {v.label}")}</title>'
-                f'<ellipse cx="{v.x:.1f}" cy="{v.y + v.h / 2:.1f}" rx="{v.w / 2:.1f}" ry="{v.h / 2:.1f}" '
-                f'fill="#ffffff" stroke="#777"/>'
-                f'<text x="{v.x:.1f}" y="{v.y + v.h / 2 + 3.5:.1f}" text-anchor="middle">{_e(_clip(v.label))}</text></g>'
-            )
+            out.append(_io_svg(v, f"n{i}"))
+    return drawing, out, ids
+
+
+def _overview_svg(
+    report: Report, colors: dict[str, str], draw_edges: bool, targets: dict[str, str]
+) -> tuple[_Drawing, list[str]]:
+    """Every partition as one box (its node and op counts), laid out like the drawing. A box's
+    ``data-target`` is the id of its partition's group, or of the host node's box, in the drawing."""
+    drawing = _layout(report, overview=True)
+    order = _backends(report)
+    group_of = {p.name: f"p{k}" for k, p in reversed(list(enumerate(report.partitions)))}
+    out = (
+        [f'<g class="oedge">{content}</g>' for _, _, content in _edges_svg(report, drawing, "o")] if draw_edges else []
+    )
+    for i, v in enumerate(drawing.verts):
+        if v.box is not None:
+            target = group_of[v.box.partition] if v.box.partition is not None else targets.get(v.box.first.name, "")
+            out.append(_node_svg(v, f"o{i}", colors, order, "obox", target))
+        elif v.kind in ("input", "output"):
+            out.append(_io_svg(v, f"o{i}"))
+    return drawing, out
+
+
+def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
+    """The drawing, and with partitions, the overview (hidden until asked for) in one ``<svg>``."""
+    drawing, body, host_ids = _detail_svg(report, colors, draw_edges)
+    w, h = f"{drawing.width:.0f}", f"{drawing.height:.0f}"
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" viewBox="0 0 {w} {h}" data-width="{w}" '
+        f'data-height="{h}" data-columns="{len(drawing.columns)}" role="img" aria-label="partitioned graph">',
+        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
+        'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#8a8a8a"/></marker>'
+        '<marker id="dot" viewBox="0 0 6 6" refX="3" refY="3" markerWidth="5" markerHeight="5">'
+        '<circle cx="3" cy="3" r="2.4" fill="#ffffff" stroke="#8a8a8a"/></marker></defs>',
+        _view("detail", drawing, body),
+    ]
+    if any(n.partition in {p.name for p in report.partitions} for n in report.nodes):
+        overview, obody = _overview_svg(report, colors, draw_edges, host_ids)
+        out.append(_view("overview", overview, obody, hidden=True))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -1079,16 +1173,18 @@ def _toolbar() -> str:
         '<button id="fit" title="whole graph (0)">fit</button>'
         '<button id="zoom-in" title="zoom in (+)">+</button>'
         '<button id="zoom-out" title="zoom out (-)">&#8722;</button>'
-        '<button id="collapse-all">collapse partitions</button>'
-        '<button id="expand-all">expand partitions</button>'
+        '<button id="collapse-all" title="every partition as one box, drawn compactly">collapse partitions</button>'
+        '<button id="expand-all" title="every node">expand partitions</button>'
         "</div>"
     )
 
 
 _HINT = (
     "Wheel or +/- zooms, drag or the arrow keys pan, 0 fits the whole graph. Click a partition's name "
-    "to collapse it into one box with its op counts (click the box to expand it). Enter in the search "
-    "field steps through the matches. Hover a box for its nodes and reasons, an edge for its values."
+    "to collapse it in place into one box with its op counts (click the box to expand it); 'collapse "
+    "partitions' redraws the graph with every partition as one box (click one to see its nodes). Enter "
+    "in the search field steps through the matches. Hover a box for its nodes and reasons, an edge for "
+    "its values; click a stub to go to the other end of its edge."
 )
 
 
