@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import TypeInferenceError
-from accel.ir import TensorType
+from accel.tensor_types import TensorType
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 QUANT_DTYPES = ("uint8", "int8")

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from accel.ir import QuantParams, TensorType
 from accel.ops.common import FLOAT_DTYPES, broadcast_shapes, expect, normalize_axis
 from accel.ops.registry import REQUIRED, OpContext, register_op
 from accel.quant import along_axis
+from accel.tensor_types import QuantParams, TensorType
 
 # -- type-rule helpers ------------------------------------------------------------------
 

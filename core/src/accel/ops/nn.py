@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from accel.ir import TensorType
 from accel.ops.common import FLOAT_DTYPES, expect, normalize_axis
 from accel.ops.registry import REQUIRED, OpContext, register_op
+from accel.tensor_types import TensorType
 
 Kernel = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
 

@@ -21,7 +21,6 @@ import numpy as np
 
 from accel import quant
 from accel.errors import GraphError, TypeInferenceError
-from accel.ir import QuantParams, TensorType
 from accel.ops.common import FLOAT_DTYPES, QUANT_DTYPES, broadcast_shapes, expect, layout_axes, normalize_axis
 from accel.ops.nn import (
     CONV2D_ATTRS,
@@ -40,6 +39,7 @@ from accel.ops.nn import (
     scratch,
 )
 from accel.ops.registry import REQUIRED, OpContext, register_op
+from accel.tensor_types import QuantParams, TensorType
 
 ACC_DTYPE = "int32"
 #: dtypes a requantize / dequantize / concatenate input may have.

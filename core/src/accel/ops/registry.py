@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import TypeInferenceError, UnsupportedOpError
-from accel.ir import CALL_OP, TensorType, freeze_attrs
+from accel.tensor_types import CALL_OP, TensorType, freeze_attrs
 
 
 class _Required:

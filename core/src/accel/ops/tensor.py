@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from accel.errors import GraphError, TypeInferenceError
-from accel.ir import QuantParams, TensorType, dtype_name
 from accel.ops.common import expect, layout_axes, normalize_axis
 from accel.ops.registry import REQUIRED, OpContext, register_op
+from accel.tensor_types import QuantParams, TensorType, dtype_name
 
 # -- helpers ------------------------------------------------------------------------
 
