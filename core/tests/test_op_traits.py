@@ -194,3 +194,38 @@ def test_types_registry_and_printer_do_not_import_each_other() -> None:
     from accel.tensor_types import QuantParams, TensorType
 
     assert T is TensorType and Q is QuantParams
+
+
+def trait_rows() -> list[str]:
+    """The rows docs/ops.md's trait table must have, from the registry."""
+    from accel.ops.common import input_work, pool_work
+
+    work_names = {pool_work: "window", input_work: "input"}
+    rows = []
+    for name in available():
+        d = REGISTRY[name]
+        layout = d.layout.value if isinstance(d.layout, Layout) else "own rule"
+        if d.moves_data:
+            work = "none"
+        elif d.work is not None:
+            work = work_names.get(d.work, d.work.__name__)
+        else:
+            work = "MACs" if d.macs is not None else "outputs"
+        qdq = d.qdq.value if isinstance(d.qdq, Qdq) else "by attributes"
+        if d.qnn is not None:
+            qdq += f" → `{d.qnn}`"
+        if qdq == "none":
+            qdq = ""
+        rows.append(f"| `{name}` | {layout} | {work} | {'yes' if d.channel_axes else ''} | {qdq} |")
+    return rows
+
+
+def test_docs_trait_table_matches_the_registry() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "ops.md").read_text()
+    section = doc.split("\n## Traits\n", 1)[1].split("\n## ", 1)[0]
+    rows = section.split("| op | layout | work | channel axes | qdq role |", 1)[1]
+    table = [line for line in rows.splitlines() if line.startswith("| `")]
+    want = trait_rows()
+    missing = [r for r in want if r not in table]
+    assert missing == [], "docs/ops.md's trait table needs these rows:\n" + "\n".join(missing)
+    assert len(table) == len(want), "docs/ops.md's trait table has rows for ops that are not registered"

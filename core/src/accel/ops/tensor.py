@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import GraphError, TypeInferenceError
-from accel.ops.common import expect, layout_axes, normalize_axis
+from accel.ops.common import expect, input_work, layout_axes, normalize_axis
 from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
 from accel.tensor_types import QuantParams, TensorType, dtype_name
 
@@ -510,14 +510,10 @@ def _mean_layout(
     return {**attrs, "axis": new_axes}, tuple(kept.index(perm[i]) for i in range(rank) if i not in new_axes)
 
 
-def _mean_work(ctx: OpContext) -> int:
-    return ctx.in_types[0].size
-
-
 @register_op(
     "mean",
     layout=_mean_layout,
-    work=_mean_work,
+    work=input_work,
     qdq=Qdq.AVERAGES,
     infer=_mean_rule,
     attrs={"axis": (), "keepdims": False},
