@@ -103,7 +103,7 @@ class Layout(enum.Enum):
 
 #: An op's own layout rule: ``rule(attrs, in_type, perm) -> (attrs, out_perm) | None``.
 LayoutRule = Callable[
-    [Mapping[str, Any], TensorType, tuple[int, ...]], "tuple[Mapping[str, Any], tuple[int, ...]] | None"
+    [Mapping[str, Any], TensorType, tuple[int, ...]], tuple[Mapping[str, Any], tuple[int, ...]] | None
 ]
 
 
