@@ -163,11 +163,14 @@ def test_batch_norm_folds_into_any_op_with_channel_axes(probe: Callable[..., str
         ({"qdq": Qdq.LINEAR}, "name a qnn op"),
         ({"qdq": Qdq.SELECTS, "qnn": "qnn.add"}, "name a qnn op"),
         ({"qdq": Qdq.LINEAR, "qnn": "qnn.dense"}, "channel_axes"),
+        ({"layout": "elementwise"}, "must be a Layout or a rule"),
+        ({"layout": Layout.AXIS}, r"Layout.AXIS ops have the attribute\(s\) axis"),
+        ({"layout": Layout.CONV}, "data_layout, kernel_layout"),
     ],
 )
 def test_register_op_refuses_inconsistent_traits(traits: dict[str, Any], needle: str) -> None:
     with pytest.raises(RuntimeError, match=needle):
-        register_op("probe.bad", infer=same_as_input, layout=Layout.FIXED, **traits)
+        register_op("probe.bad", infer=same_as_input, **{"layout": Layout.FIXED, **traits})
     assert "probe.bad" not in REGISTRY
 
 

@@ -186,6 +186,9 @@ class OpDef:
 
 REGISTRY: dict[str, OpDef] = {}
 
+#: the attributes the layout pass rewrites, per behaviour
+_LAYOUT_ATTRS = {Layout.AXIS: ("axis",), Layout.LAYOUT: ("layout",), Layout.CONV: ("data_layout", "kernel_layout")}
+
 
 def register_op(
     name: str,
@@ -206,8 +209,16 @@ def register_op(
 
     ``num_inputs`` is an exact count or ``(min, max)`` with ``max=None`` for
     variadic. The traits (``layout`` ... ``qnn``) are described in the module
-    doc; ``layout`` must be given for every op.
+    doc; ``layout`` must be given for every op. Traits that do not fit the op
+    are refused here (an ``AXIS`` op without an ``axis`` attribute, a
+    ``LINEAR`` role without ``qnn`` and ``channel_axes``).
     """
+    if isinstance(layout, Layout):
+        needs = _LAYOUT_ATTRS.get(layout, ())
+        if not set(needs) <= set(attrs or {}):
+            raise RuntimeError(f"op {name!r}: Layout.{layout.name} ops have the attribute(s) {', '.join(needs)}")
+    elif layout is not None and not callable(layout):
+        raise RuntimeError(f"op {name!r}: layout must be a Layout or a rule, got {layout!r}")
     if (qdq in (Qdq.LINEAR, Qdq.INTEGER)) != (qnn is not None):
         raise RuntimeError(f"op {name!r}: the LINEAR and INTEGER qdq roles, and only they, name a qnn op")
     if qdq is Qdq.LINEAR and channel_axes is None:
