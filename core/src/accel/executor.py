@@ -135,6 +135,10 @@ class Program:
             )
             for i, (node, kind, ins, outs) in enumerate(pending)
         ]
+        self._loop = [
+            (st.backend, st.fn, st.ins, st.outs, tuple(t.shape for t in st.out_types), st.out_dtypes, st.free, st)
+            for st in self._steps
+        ]
         self._offsets, self._arena_size = self._plan_arena(last)
         self._has_backend = any(s.backend for s in self._steps)
         self._pool: list[dict[int, np.ndarray]] = []
@@ -249,31 +253,33 @@ class Program:
             env[s] = c
         for s, a in zip(self._inputs, arrays):
             env[s] = a
-        for step in self._steps:
+        # plain tuples: unpacking them is cheaper than attribute lookups on every step
+        for backend, fn, ins, outs, shapes, dtypes, free, step in self._loop:
             t0 = time.perf_counter() if profile is not None else 0.0
-            if step.backend:
-                ins = [_ready(env[i]) for i in step.ins]
-                outs = []
-                for s, t, dt in zip(step.outs, step.out_types, step.out_dtypes):
+            if backend:
+                args = [_ready(env[i]) for i in ins]
+                buffers = []
+                for s, shape, dt in zip(outs, shapes, dtypes):
                     out = views.get(s)
                     if out is None:
-                        out = np.empty(t.shape, dtype=dt)
-                    outs.append(out)
+                        out = np.empty(shape, dtype=dt)
+                    buffers.append(out)
                     env[s] = out
                 try:
-                    step.fn(ins, outs)
+                    fn(args, buffers)
                 except (RuntimeError, ValueError) as exc:
                     raise BackendRuntimeError(f"partition {step.label}: {exc}") from None
             else:
-                result = step.fn(*[env[i] for i in step.ins])
+                result = fn(*[env[i] for i in ins])
                 results = result if isinstance(result, (tuple, list)) else (result,)
-                if len(results) != len(step.outs):
+                if len(results) != len(outs):
                     raise GraphError(
                         f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, "
-                        f"expected {len(step.outs)}"
+                        f"expected {len(outs)}"
                     )
-                for s, r, t, dt in zip(step.outs, results, step.out_types, step.out_dtypes):
-                    if r.dtype != dt or r.shape != t.shape:
+                for s, r, shape, dt in zip(outs, results, shapes, dtypes):
+                    if r.dtype != dt or r.shape != shape:
+                        t = self._types[s]
                         raise GraphError(
                             f"kernel of {step.node.op} at node {step.node.name!r} returned "
                             f"{_dtype_text(r.dtype)}[{','.join(map(str, r.shape))}], its type rule says {t}"
@@ -281,7 +287,7 @@ class Program:
                     env[s] = r
             if profile is not None:
                 profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - t0
-            for s in step.free:
+            for s in free:
                 env[s] = None
         return [env[s] for s in self._outputs]
 
