@@ -40,7 +40,7 @@ from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helpe
 from accel.errors import AccelError, ExternalDataError, GraphError, InputError, ModelError, UnsupportedOpError
 from accel.frontend.external_data import load_external_data
 from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value, stable_topological_order
-from accel.ops.registry import OpContext, get_op, infer_node_types
+from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
 
 __all__ = [
     "FOLD_ONLY_OPS",
@@ -348,7 +348,7 @@ class _Importer:
         full, types = infer_node_types(op, [v.type for v in inputs], attrs, node=node_label)
         outs = list(outs or [])
         outs += [None] * (len(types) - len(outs))
-        if inputs and all(v.const is not None for v in inputs) and op not in _NO_FOLD:
+        if inputs and all(v.const is not None for v in inputs) and get_op(op).qdq is not Qdq.DEQUANTIZE:
             arrays = self._fold(op, full, inputs, types)
             return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs, strict=False)]
         short = op.rsplit(".", 1)[-1]
@@ -781,10 +781,6 @@ def _label(node: NodeProto, index: int) -> str:
         return repr(node.name)
     outs = ", ".join(o for o in node.output if o)
     return f"#{index} ({node.op_type} -> {outs})"
-
-
-# ops that must not fold even when all inputs are constant (see module doc)
-_NO_FOLD = frozenset({"qnn.dequantize"})
 
 
 def import_model(
