@@ -104,3 +104,19 @@ def test_zoo_lrn_models_with_random_weights_match_onnxruntime(name: str) -> None
         np.testing.assert_allclose(got[out], want, rtol=1e-4, atol=1e-5 * scale, err_msg=out)
     logits = expected[model.graph.output[-1].name]
     assert np.std(logits) > 1e-3 * scale, "the random weights give (nearly) equal logits"
+
+
+def test_lrn_runs_channels_last_after_the_layout_pass() -> None:
+    """nn.lrn follows its channel axis when the layout pass holds Inception v1 in NHWC."""
+    from accel.passes.layout import convert_layout
+
+    model = _random_weights(_load("light_inception_v1"), seed=3)
+    graph = accel.import_onnx(model)
+    rng = np.random.default_rng(4)
+    feeds = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in _feeds(model).items()}
+    want = accel.execute(graph, feeds)
+    nhwc = convert_layout(graph.copy(), "NHWC")
+    assert [n.attrs["axis"] for n in nhwc.nodes if n.op == "nn.lrn"] == [3, 3]
+    got = accel.execute(nhwc, feeds)
+    for name, w in want.items():
+        np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()), err_msg=name)
