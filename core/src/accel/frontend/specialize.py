@@ -77,7 +77,8 @@ class SpecializedModel:
 
     # -- which graph inputs a tensor depends on ------------------------------------------
     def sources(self, tensor: str) -> list[str]:
-        """The graph inputs ``tensor`` is computed from (itself when it is one)."""
+        """The graph inputs whose values ``tensor`` is computed from (itself when it is one); a
+        ``Shape`` or ``Size`` reads only its input's shape, so the search stops there."""
         inputs = set(self.input_names)
         seen: set[str] = set()
         stack = [tensor]
@@ -91,6 +92,8 @@ class SpecializedModel:
                 found.append(t)
                 continue
             node = self._producer.get(t)
+            if node is not None and node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+                continue  # depends on the input's shape only, which the import knows
             if node is not None:
                 stack.extend(n for n in node.input if n)
                 for attr in node.attribute:  # names a subgraph reads from the outer scope
