@@ -87,6 +87,7 @@ class BlobReader {
     if (data == nullptr && size != 0) throw BlobError("blob: null data with non-zero size");
   }
 
+  const std::uint8_t* data() const { return data_; }
   std::size_t offset() const { return pos_; }
   std::size_t size() const { return size_; }
   std::size_t remaining() const { return size_ - pos_; }
