@@ -142,6 +142,29 @@ def labels_of(match: Any) -> Labels:
     return MappingProxyType(dict(bindings))
 
 
+def match_composites(graph: Graph, patterns: Mapping[str, Any]) -> dict[Node, Any]:
+    """Each composite call's ``Match``, found again by matching its pattern on its body.
+
+    ``patterns`` maps a composite name (``"mynpu.conv2d"``, or the part after the
+    backend's name, ``"conv2d"``) to the pattern of its table entry. For a
+    serializer that is handed the partition alone: ``write(graph,
+    matches=match_composites(graph, {"conv2d": conv2d_pattern()}))``.
+    """
+    out: dict[Node, Any] = {}
+    for node in graph.nodes:
+        if node.op != CALL_OP or node.body is None or "composite" not in node.attrs:
+            continue
+        name = str(node.attrs["composite"])
+        pattern = patterns.get(name, patterns.get(name.partition(".")[2]))
+        if pattern is None or not node.body.nodes:
+            continue
+        match = pattern.match(node.body.nodes[-1], node.body)
+        if match is None:
+            raise PartitionError(f"graph blob: composite {node.name!r} ({name}) does not match its own pattern")
+        out[node] = match
+    return out
+
+
 class GraphBlobWriter:
     """Writes partitions as graph blobs of one backend flavour (``kind``, ``kind_version``)."""
 
@@ -426,4 +449,5 @@ __all__ = [
     "composite_constants",
     "default_kernel",
     "labels_of",
+    "match_composites",
 ]

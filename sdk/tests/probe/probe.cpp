@@ -121,6 +121,11 @@ py::list read_script(const py::bytes& blob, const py::list& script) {
   return out;
 }
 
+// Names may be any bytes in a damaged blob: decode them leniently.
+py::str txt(const std::string& s) {
+  return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+
 py::object attr_value(const AttrValue& v) {
   using K = AttrValue::Kind;
   switch (v.kind()) {
@@ -128,7 +133,7 @@ py::object attr_value(const AttrValue& v) {
     case K::Bool: return py::bool_(v.as_bool());
     case K::Int: return py::int_(v.as_int());
     case K::Float: return py::float_(v.as_float());
-    case K::String: return py::str(v.as_string());
+    case K::String: return txt(v.as_string());
     case K::Ints: return py::tuple(py::cast(v.as_ints()));
     case K::Floats: return py::tuple(py::cast(v.as_floats()));
     case K::List: {
@@ -147,7 +152,7 @@ py::object attr_value(const AttrValue& v) {
 
 py::dict attrs(const accel_sdk::Attrs& a) {
   py::dict d;
-  for (const auto& [k, v] : a) d[py::str(k)] = attr_value(v);
+  for (const auto& [k, v] : a) d[txt(k)] = attr_value(v);
   return d;
 }
 
@@ -178,13 +183,13 @@ py::dict graph(const py::bytes& blob, const std::string& kind, std::uint32_t old
   py::dict out;
   try {
     const accel_sdk::GraphBlob g = accel_sdk::GraphBlob::parse(c.data.get(), c.size, spec);
-    out["kind"] = g.kind();
+    out["kind"] = txt(g.kind());
     out["kind_version"] = g.kind_version();
     out["alignment"] = g.alignment();
     py::list tensors;
     for (const auto& t : g.tensors()) {
       py::dict d;
-      d["name"] = t.name;
+      d["name"] = txt(t.name);
       d["dtype"] = t.spec.dtype;
       d["shape"] = py::tuple(py::cast(std::vector<std::int64_t>(t.spec.shape.dims(), t.spec.shape.dims() + t.spec.shape.rank())));
       d["flags"] = t.flags;
@@ -201,20 +206,20 @@ py::dict graph(const py::bytes& blob, const std::string& kind, std::uint32_t old
     py::list nodes;
     for (const auto& n : g.nodes()) {
       py::dict d;
-      d["name"] = n.name;
+      d["name"] = txt(n.name);
       d["kind"] = static_cast<int>(n.kind);
-      d["kernel"] = n.kernel;
-      d["source"] = n.source;
+      d["kernel"] = txt(n.kernel);
+      d["source"] = txt(n.source);
       d["inputs"] = n.inputs;
       d["outputs"] = n.outputs;
       d["attrs"] = attrs(n.attrs);
       py::list parts;
       for (const auto& p : n.parts) {
-        parts.append(py::make_tuple(p.label, p.op, attrs(p.attrs), p.inputs, p.outputs));
+        parts.append(py::make_tuple(txt(p.label), txt(p.op), attrs(p.attrs), p.inputs, p.outputs));
       }
       d["parts"] = parts;
       py::dict labels;
-      for (const auto& [label, id] : n.value_labels) labels[py::str(label)] = id;
+      for (const auto& [label, id] : n.value_labels) labels[txt(label)] = id;
       d["value_labels"] = labels;
       nodes.append(d);
     }
