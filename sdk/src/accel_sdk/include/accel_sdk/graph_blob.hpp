@@ -49,6 +49,10 @@
 
 namespace accel_sdk {
 
+namespace detail {
+class GraphBlobParser;
+}  // namespace detail
+
 // Bounds a graph blob must stay within (the defaults hold any partition accel makes).
 struct GraphLimits {
   std::uint32_t max_tensors = 1u << 20;
@@ -94,7 +98,7 @@ class AttrValue {
   std::uint32_t as_tensor() const { return (want(Kind::Tensor), static_cast<std::uint32_t>(i_)); }
 
  private:
-  friend class GraphBlobParser;
+  friend class detail::GraphBlobParser;
   friend class Attrs;
   void want(Kind k) const {
     if (kind_ != k) throw BlobError(std::string("attribute is ") + kind_name(kind_) + ", not " + kind_name(k));
@@ -163,7 +167,7 @@ class Attrs {
   }
 
  private:
-  friend class GraphBlobParser;
+  friend class detail::GraphBlobParser;
   template <class F>
   auto typed(std::string_view key, F get) const -> decltype(get(std::declval<const AttrValue&>())) {
     const AttrValue& v = at(key);
@@ -268,7 +272,7 @@ class GraphBlob {
   std::vector<TensorSpec> output_specs() const { return specs(outputs_); }
 
  private:
-  friend class GraphBlobParser;
+  friend class detail::GraphBlobParser;
   std::vector<TensorSpec> specs(const std::vector<std::uint32_t>& ids) const {
     std::vector<TensorSpec> out;
     out.reserve(ids.size());
@@ -284,9 +288,13 @@ class GraphBlob {
   std::vector<GraphNode> nodes_;
 };
 
+namespace detail {
+
+// Reads the tables of one graph blob into g (GraphBlob::parse drives it).
 class GraphBlobParser {
  public:
-  GraphBlobParser(BlobReader& r, const GraphLimits& limits, GraphBlob& g) : r_(r), lim_(limits), g_(g) {}
+  GraphBlobParser(BlobReader& r, const GraphLimits& limits, GraphBlob& g, const std::uint8_t* const_base)
+      : r_(r), lim_(limits), g_(g), const_base_(const_base) {}
 
   void tensors(std::size_t const_size) {
     const std::uint32_t n = r_.read_count(7, "tensor count", lim_.max_tensors);  // name length, dtype, rank, flags
@@ -529,16 +537,16 @@ class GraphBlobParser {
     }
   }
 
- public:
-  const std::uint8_t* const_base_ = nullptr;
-
  private:
   BlobReader& r_;
   const GraphLimits& lim_;
   GraphBlob& g_;
+  const std::uint8_t* const_base_;
   std::vector<std::uint8_t> state_;
   std::vector<std::uint32_t> part_writer_;  // index + 1 of the node whose part wrote the tensor
 };
+
+}  // namespace detail
 
 inline GraphBlob GraphBlob::parse(BlobReader& blob, const GraphBlobSpec& spec) {
   if (blob.offset() != 0) blob.fail("a graph blob is read from its first byte");
@@ -573,8 +581,7 @@ inline GraphBlob GraphBlob::parse(BlobReader& blob, const GraphBlobSpec& spec) {
   // the tables are read through a reader that ends where the constant section begins
   BlobReader tables(blob.data(), static_cast<std::size_t>(const_offset));
   tables.skip(blob.offset(), "header");
-  GraphBlobParser p(tables, spec.limits, g);
-  p.const_base_ = blob.data() + const_offset;
+  detail::GraphBlobParser p(tables, spec.limits, g, blob.data() + const_offset);
   p.tensors(static_cast<std::size_t>(const_size));
   p.graph();
   tables.align(alignment, "padding before the constant section");
