@@ -6,7 +6,8 @@
 // labels); the format is in that module's docstring. GraphBlob::parse reads it
 // through a BlobReader and checks everything before returning:
 //
-//   - every count, string, list and the attribute nesting against GraphLimits;
+//   - the size of the tables, every count, string, list and the attribute nesting
+//     against GraphLimits;
 //   - every tensor id, dtype, rank, dimension and element count, every
 //     quantization axis and scale, every constant's offset, size and alignment;
 //   - the dataflow: each node reads only tensors defined before it (graph inputs,
@@ -55,6 +56,7 @@ class GraphBlobParser;
 
 // Bounds a graph blob must stay within (the defaults hold any partition accel makes).
 struct GraphLimits {
+  std::uint64_t max_table_bytes = std::uint64_t{1} << 30;  // header, tensor and node tables (not constants)
   std::uint32_t max_tensors = 1u << 20;
   std::uint32_t max_nodes = 1u << 20;
   std::uint32_t max_ids = 1u << 16;      // inputs or outputs of one node or of the graph
@@ -577,6 +579,10 @@ inline GraphBlob GraphBlob::parse(BlobReader& blob, const GraphBlobSpec& spec) {
       const_size != blob.size() - const_offset) {
     blob.fail_at(section_at, "constant section at " + std::to_string(const_offset) + " (+" + std::to_string(const_size) +
                                  " bytes) is not an aligned section ending the " + std::to_string(blob.size()) + "-byte blob");
+  }
+  if (const_offset > spec.limits.max_table_bytes) {
+    blob.fail_at(section_at, "the tables take " + std::to_string(const_offset) + " bytes, more than the limit " +
+                                 std::to_string(spec.limits.max_table_bytes));
   }
   // the tables are read through a reader that ends where the constant section begins
   BlobReader tables(blob.data(), static_cast<std::size_t>(const_offset));
