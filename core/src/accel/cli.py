@@ -1,7 +1,8 @@
 """The ``accel`` command.
 
-Errors a user can cause print one line (``error: ...``) and exit with code 2;
-``--debug`` (before the command) shows the traceback instead.
+Errors a user can cause, usage errors included, print one line (``error: ...``)
+and exit with code 2; ``--debug`` (anywhere before ``--``) shows the traceback
+too, with the same exit code.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -54,12 +56,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors (anywhere on the line).")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    _state["debug"] = debug
+    _state["debug"] = _state["debug"] or debug
 
 
 def _load_model(model: Path) -> accel.Graph:
@@ -101,11 +105,28 @@ def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _check_output(path: Optional[Path], option: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    if path is None:
+        return
+    where = f"{option} {str(path)!r}"
+    if path.is_dir():
+        raise InputError(f"{where} is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise InputError(f"{where}: folder {str(folder)!r} {what}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{where}: folder {str(folder)!r} is not writable")
+
+
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
     try:
         np.savez(tmp, allow_pickle=False, **arrays)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -163,6 +184,7 @@ def run(
             raise InputError("--input/--output need a MODEL; without one, run scores the embedded digits model")
         _run_default(repeat)
         return
+    _check_output(output, "--output")
     runner, headline = _load_runner(model)
     inputs = _parse_inputs(input or []) if input else random_inputs(runner.graph, seed)
     times = []
@@ -270,6 +292,8 @@ def compile(
         model = default_model_path(quantized=True)
     tgt = _target(backends, target)
     out_path = output if output is not None else Path(model.stem + ".accel")
+    _check_output(out_path, "--output")
+    _check_output(report, "--report")
     t0 = time.perf_counter()
     with err.status(f"compiling {model.name} for {tgt.describe()} ...", spinner="dots") as status:
 
@@ -325,6 +349,7 @@ def inspect(
 
     if format not in ("text", "json", "html"):
         raise InputError(f"--format must be text, json or html, got {format!r}")
+    _check_output(output, "--output")
     if model.suffix == ".accel" or is_artifact(model):
         if backends or target:
             raise InputError("--backends/--target apply to a model; an artifact was compiled for its own target")
@@ -413,25 +438,52 @@ def backends(
         out.print("(accel backends --verbose shows the tracebacks)")
 
 
+def _take_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Remove ``--debug`` wherever it stands before a ``--`` (before or after the command)."""
+    end = args.index("--") if "--" in args else len(args)
+    kept = [a for a in args[:end] if a != "--debug"]
+    return kept + args[end:], len(kept) != end
+
+
+def _usage_line(exc: Exception) -> str:
+    """A command-line usage error as one line, pointing at the command's --help."""
+    text = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "accel"
+    return f"error: {text} (see `{path} --help`)"
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Console entry point: one-line errors, exit code 2 for user errors."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
+    """Console entry point: one-line errors, exit code 2 for user errors (with or without --debug)."""
+    args, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
+    _state["debug"] = debug
+    if not args:
+        args = ["--help"]
     try:
-        return app(args=args, prog_name="accel")
+        return app(args=args, prog_name="accel", standalone_mode=False)
     except AccelError as exc:
         if debug:
-            raise
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            traceback.print_exc()
+        else:
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # click's usage errors (bad option, bad value): one line too
+        if debug:
+            traceback.print_exc()
+        err.print(_usage_line(exc), markup=False, highlight=False, soft_wrap=True)
+        sys.exit(int(getattr(exc, "exit_code", 2)))
+    except typer.Abort:
+        err.print("aborted", markup=False)
+        sys.exit(1)
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
-            raise
-        err.print(
-            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-            markup=False,
-            soft_wrap=True,
-        )
+            traceback.print_exc()
+        else:
+            err.print(
+                f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                markup=False,
+                soft_wrap=True,
+            )
         sys.exit(1)
 
 
