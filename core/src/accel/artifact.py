@@ -228,7 +228,7 @@ def artifact_from_bytes(
                 f"this accel-core speaks ABI {ABI_VERSION}: recompile the model"
             )
     # Backends: every one the artifact uses must be installed and usable.
-    from accel.plugins import get_backend
+    from accel.plugins import get_backend, statuses
 
     dists = {r.name: r.distribution for r in manifest.backends}
     instances: list[Backend] = []
@@ -238,8 +238,13 @@ def artifact_from_bytes(
         try:
             cls = get_backend(device.kind, backends)
         except AccelError as exc:
+            # Only a backend that is not installed at all is helped by installing it; a disabled or
+            # broken one says what is wrong with it (accel backends --verbose shows more).
             dist = dists.get(device.kind)
-            hint = f"; install it with: pip install {dist}" if dist and "pip install" not in str(exc) else ""
+            missing = backends is not None or all(s.name != device.kind for s in statuses())
+            hint = (
+                f"; install it with: pip install {dist}" if dist and missing and "pip install" not in str(exc) else ""
+            )
             raise type(exc)(f"{where}: {exc}{hint}") from None
         try:
             instances.append(cls(device.options))

@@ -139,6 +139,22 @@ def _timing(seconds: list[float]) -> str:
     return f"mean {ms.mean():.3f} ms, median {np.median(ms):.3f} ms, min {ms.min():.3f} ms over {len(ms)} runs"
 
 
+def artifact_summary(report: Any) -> str:
+    """One short line for a compiled model: partitions per backend and the host-op count.
+
+    The counts are the partition report's, the same figures ``accel compile``
+    prints, and the line stays short however many partitions there are.
+    """
+    host = len(report.host_nodes())
+    by_backend = report.by_backend()
+    if not by_backend:
+        return f"everything on the host, {host} host op(s)"
+    parts = ", ".join(
+        f"{len(ps)} on {backend} ({sum(len(p.nodes) for p in ps)} ops)" for backend, ps in by_backend.items()
+    )
+    return f"{len(report.partitions)} partition(s): {parts}; {host} host op(s)"
+
+
 def _load_runner(path: Path) -> tuple[Any, str]:
     """An executor for ``path``: a compiled artifact, or an ONNX model on the reference executor."""
     from accel.artifact import is_artifact, read_artifact
@@ -147,10 +163,7 @@ def _load_runner(path: Path) -> tuple[Any, str]:
         with err.status(f"loading {path.name} ...", spinner="dots"):
             artifact = read_artifact(path)
             executable = artifact.executable()
-        parts = artifact.partitions
-        where = ", ".join(f"{n} on {b}" for n, b in parts) if parts else "everything on the host"
-        host_ops = sum(1 for n in executable.graph.nodes if "compiler" not in n.attrs)
-        return executable, f"{path.name}: {len(parts)} partition(s) ({where}), {host_ops} host op(s)"
+        return executable, f"{path.name}: {artifact_summary(artifact.report)}"
     from accel.executor import ReferenceExecutor
 
     graph = _load_model(path)
@@ -304,6 +317,13 @@ def compile(
         artifact.save(out_path)
     elapsed = time.perf_counter() - t0
     print_report(artifact.report, out, verbose=verbose)
+    if tgt.devices and not artifact.report.partitions:
+        err.print(
+            f"warning: no node was offloaded to {', '.join(tgt.backend_names())}: the whole model runs on the "
+            "host (the table above says why each backend declined)",
+            markup=False,
+            soft_wrap=True,
+        )
     if report is not None:
         _write_text(report, report_to_html(artifact.report, f"{model.name} on {tgt.describe()}"))
         out.print(f"wrote {report}")
@@ -414,8 +434,9 @@ def backends(
     found = statuses()
     if not found:
         out.print(
-            "no backend plugins are installed: everything runs on the host. A backend is a pip-installable "
-            "plugin (entry point group accel.backends); see docs/plugins.md"
+            "no backend plugins are installed: everything runs on the host. A backend is a separate "
+            "pip-installable package that registers itself under the entry point group accel.backends; "
+            "install one and it is listed here"
         )
         return
     table = Table(title=f"backend plugins (this accel-core speaks runtime ABI {ABI_VERSION})")
