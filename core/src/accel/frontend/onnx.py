@@ -751,9 +751,10 @@ def _label(node: NodeProto, index: int) -> str:
 
 def _fold_fits(inputs: Sequence[Value], types: Sequence[TensorType]) -> bool:
     """Whether folding may materialize results of ``types``: within :data:`MAX_FOLD_BYTES`, or no
-    larger than the constants they replace. Larger results stay ops and are computed at run time."""
+    larger than its largest constant input (a transposed or cast weight). Larger results stay ops,
+    computed at run time, so no constant bigger than the budget or than a given initializer is made."""
     out = sum(t.nbytes for t in types)
-    return out <= MAX_FOLD_BYTES or out <= sum(v.type.nbytes for v in {id(v): v for v in inputs}.values())
+    return out <= MAX_FOLD_BYTES or out <= max((v.type.nbytes for v in inputs), default=0)
 
 
 def _check_fold_size(op: str, shape: Sequence[int], dtype: Any, label: str | None = None) -> None:
