@@ -24,8 +24,9 @@ def in_ci() -> bool:
 
 def _fail_import_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
     if report.skipped and IMPORT_SKIP in str(report.longrepr):
+        why = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
-        report.longrepr = f"a test dependency is missing in CI (CI={os.environ.get('CI')}): {report.longrepr}"
+        report.longrepr = f"a test dependency is missing in CI (CI={os.environ.get('CI')}): {why}"
 
 
 @pytest.hookimpl(hookwrapper=True)

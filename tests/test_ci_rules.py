@@ -57,7 +57,7 @@ def test_missing_dependency_fails_in_ci_and_skips_elsewhere(tmp_path: Path, sour
     assert local.returncode in (0, 5), local.stdout  # 5: a skipped module leaves no test to run
     assert "failed" not in local.stdout and "skipped" in local.stdout
     ci = run_pytest(tmp_path, "true")
-    assert ci.returncode == 1, ci.stdout
+    assert ci.returncode in (1, 2), ci.stdout  # 2: a module that fails to collect interrupts the run
     assert "a test dependency is missing in CI" in ci.stdout
     if source is FUNCTION_SKIP:
         assert "1 failed" in ci.stdout and "1 skipped" in ci.stdout  # other skips are untouched
