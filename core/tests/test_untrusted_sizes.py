@@ -392,3 +392,31 @@ def test_json_helpers() -> None:
     with pytest.raises(TargetError, match="not valid JSON"):
         load_json("{", "doc", TargetError)
     assert load_json(b'{"a": [1]}', "doc", TargetError) == {"a": [1]}
+
+
+def test_sparse_initializer_expanding_past_the_budget_is_refused() -> None:
+    values = numpy_helper.from_array(np.ones(1, np.float32), "w")
+    indices = numpy_helper.from_array(np.zeros(1, np.int64), "w_idx")
+    sparse = helper.make_sparse_tensor(values, indices, [1 << 34])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "m",
+        [helper.make_tensor_value_info("x", F, [1 << 34])],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    graph.sparse_initializer.append(sparse)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    with pytest.raises(ModelError) as exc:
+        accel.import_onnx(m)
+    assert "dense tensor" in one_line(exc)
+
+
+def test_random_inputs_have_a_budget() -> None:
+    from accel.cli import random_inputs
+    from accel.errors import InputError
+
+    b = GraphBuilder(x=(1 << 20, 1 << 10))  # 4 GiB of float32
+    g = b.done(b.op("nn.relu", b.x["x"]))
+    with pytest.raises(InputError, match="--input"):
+        random_inputs(g)

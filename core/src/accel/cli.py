@@ -88,8 +88,18 @@ def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
     return inputs
 
 
+#: Largest total size of the random inputs ``accel run`` makes up (1 GiB).
+RANDOM_INPUT_BYTES = 1 << 30
+
+
 def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Random inputs matching the graph's signature (uniform [0, 1) for floats)."""
+    total = sum(v.type.nbytes for v in graph.inputs)
+    if total > RANDOM_INPUT_BYTES:
+        raise InputError(
+            f"the model's inputs take {total} bytes, more than random inputs are made for "
+            f"({RANDOM_INPUT_BYTES} bytes): give them with --input NAME=FILE.npy"
+        )
     rng = np.random.default_rng(seed)
     arrays = {}
     for v in graph.inputs:

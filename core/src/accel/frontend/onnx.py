@@ -530,6 +530,13 @@ class _Importer:
         dims = tuple(int(d) for d in sp.dims)
         if any(d < 0 for d in dims) or _prod(dims) > MAX_ELEMENTS:
             raise ModelError(f"{what}: bad dense shape {list(dims)}")
+        dense_bytes = _prod(dims) * values.dtype.itemsize
+        stored = values.nbytes + indices.nbytes
+        if dense_bytes > MAX_FOLD_BYTES and dense_bytes > _SPARSE_EXPANSION * stored:
+            raise ModelError(
+                f"{what}: {stored} stored bytes expand to a {fmt_bytes(dense_bytes)} dense tensor {list(dims)}, "
+                f"over the {fmt_bytes(MAX_FOLD_BYTES)} limit for tensors more than {_SPARSE_EXPANSION}x sparser"
+            )
         dense = np.zeros(dims, dtype=values.dtype)
         n = values.size
         try:
@@ -747,6 +754,10 @@ def _label(node: NodeProto, index: int) -> str:
         return repr(node.name)
     outs = ", ".join(o for o in node.output if o)
     return f"#{index} ({node.op_type} -> {outs})"
+
+
+#: A sparse initializer may expand this many times its stored bytes beyond :data:`MAX_FOLD_BYTES`.
+_SPARSE_EXPANSION = 64
 
 
 def _fold_fits(inputs: Sequence[Value], types: Sequence[TensorType]) -> bool:
