@@ -241,10 +241,8 @@ def artifact_from_bytes(
             # Only a backend that is not installed at all is helped by installing it; a disabled or
             # broken one says what is wrong with it (accel backends --verbose shows more).
             dist = dists.get(device.kind)
-            missing = backends is not None or all(s.name != device.kind for s in statuses())
-            hint = (
-                f"; install it with: pip install {dist}" if dist and missing and "pip install" not in str(exc) else ""
-            )
+            absent = backends is not None or all(s.name != device.kind for s in statuses())
+            hint = f"; install it with: pip install {dist}" if dist and absent and "pip install" not in str(exc) else ""
             raise type(exc)(f"{where}: {exc}{hint}") from None
         try:
             instances.append(cls(device.options))
