@@ -254,7 +254,8 @@ def artifact_from_bytes(
         if required not in members:
             raise ArtifactError(f"{where}: member {required!r} is missing")
     try:
-        doc = load_json(members["graph.json"], f"{where}: graph.json", ArtifactError)
+        # graph_from_json bounds the graph's own nesting (bodies, attributes) as it decodes
+        doc = load_json(members["graph.json"], f"{where}: graph.json", ArtifactError, max_depth=None)
         arrays = {}
         for name, blob in members.items():
             if name.startswith("constants/") and name.endswith(".npy"):
