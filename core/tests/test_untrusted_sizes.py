@@ -420,3 +420,39 @@ def test_random_inputs_have_a_budget() -> None:
     g = b.done(b.op("nn.relu", b.x["x"]))
     with pytest.raises(InputError, match="--input"):
         random_inputs(g)
+
+
+@pytest.mark.parametrize(
+    "op,kwargs",
+    [("EyeLike", {}), ("Trilu", {}), ("Dropout", {})],
+)
+def test_constants_sized_by_a_declared_input_shape_are_bounded(op: str, kwargs: dict) -> None:
+    """A huge declared input shape must not make import build a huge constant (eye, band mask, mask)."""
+    outputs = ["y", "mask"] if op == "Dropout" else ["y"]
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], outputs, **kwargs)],
+        "m",
+        [helper.make_tensor_value_info("x", F, [1 << 19, 1 << 19])],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelError) as exc:
+            accel.import_onnx(m, optimize=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "limit for values computed at import" in one_line(exc)
+    assert peak < MAX_FOLD_BYTES // 4
+
+
+def test_tile_of_a_constant_over_budget_stays_an_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(frontend, "MAX_FOLD_BYTES", 4096)
+    nodes = [helper.make_node("Tile", ["c", "r"], ["t"]), helper.make_node("Add", ["x", "t"], ["y"])]
+    inits = {"c": np.arange(6, dtype=np.float32).reshape(2, 3), "r": np.array([3, 400], np.int64)}
+    g = accel.import_onnx(_model(nodes, inits), optimize=False)
+    assert _largest_constant(g) <= 4096
+    y = accel.execute(g, {"x": np.zeros(1, np.float32)})["y"]
+    np.testing.assert_array_equal(y, np.tile(inits["c"], (3, 400)))

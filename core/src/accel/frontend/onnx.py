@@ -1389,6 +1389,7 @@ def _attention(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     # the constant part of the bias, [B or 1, 1, S, L]
     npdt = np.dtype(dt)
     neg = npdt.type(-np.inf)
+    _check_fold_size("Attention's constant bias", (1, 1, s, kv_len), npdt, cv.label)
     bias = np.zeros((1, 1, s, kv_len), dtype=npdt)
     run_mask: Value | None = None
     if mask is not None:
@@ -1537,6 +1538,7 @@ def _trilu(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise ModelError(f"node {cv.label}: Trilu needs rank >= 2")
     rows, cols = x.type.shape[-2:]
     upper = a.int("upper", 1)
+    _check_fold_size("Trilu's band mask", (rows, cols), np.float64, cv.label)
     mask = np.triu(np.ones((rows, cols), dtype=bool), k) if upper else np.tril(np.ones((rows, cols), dtype=bool), k)
     if x.const is not None:
         return [cv.const(np.where(mask, x.const, np.zeros((), x.const.dtype)), out=node.output[0])]
@@ -1554,6 +1556,7 @@ def _eye_like(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise ModelError(f"node {cv.label}: EyeLike needs a 2-D input")
     dtype = _dtype(a.int("dtype"), f"EyeLike at node {cv.label}: dtype") if "dtype" in a else x.type.dtype
     rows, cols = x.type.shape
+    _check_fold_size("EyeLike", (rows, cols), dtype, cv.label)
     return [cv.const(np.eye(rows, cols, k=a.int("k", 0), dtype=dtype), out=node.output[0])]
 
 
@@ -1703,6 +1706,7 @@ def _dropout(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise cv.unsupported(node, "training-mode Dropout (random) is not supported; export for inference")
     outs: list[Value | None] = [x]
     if len(node.output) > 1 and node.output[1]:
+        _check_fold_size("Dropout's mask", x.type.shape, bool, cv.label)
         outs.append(cv.const(np.ones(x.type.shape, dtype=bool), out=node.output[1]))
     return outs
 
@@ -1925,7 +1929,8 @@ def _tile(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     reps = [int(r) for r in cv.need_const(node, ins, 1, "repeats").reshape(-1)]
     if len(reps) != x.type.rank or any(r < 0 for r in reps):
         raise ModelError(f"node {cv.label}: repeats {reps} must have one non-negative value per axis")
-    if x.const is not None:
+    tiled = TensorType(tuple(d * r for d, r in zip(x.type.shape, reps, strict=True)), x.type.dtype)
+    if x.const is not None and _fold_fits([x], [tiled]):
         return [cv.const(np.tile(x.const, reps), out=node.output[0])]
     if 0 in reps:
         raise cv.unsupported(node, "tiling to an empty tensor is not supported")
@@ -2082,6 +2087,7 @@ def _reduce(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
             raise cv.unsupported(node, "the mean of an empty set is not supported")
         else:
             fill = 0
+        _check_fold_size(op, shape, dt, cv.label)
         return [cv.const(np.full(shape, fill, dtype=dt), out=out)]
     if op in ("ReduceMax", "ReduceMin"):
         return [_reduce_extreme(cv, node, x, axes, keep, out)]
