@@ -506,6 +506,11 @@ def main(argv: list[str] | None = None) -> Any:
     except typer.Abort:
         err.print("aborted", markup=False)
         sys.exit(1)
+    except MemoryError as exc:  # a model or input larger than this machine can hold: not a bug
+        if debug:
+            traceback.print_exc()
+        err.print(f"error: not enough memory: {exc or 'an allocation failed'}", markup=False, soft_wrap=True)
+        sys.exit(2)
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
             traceback.print_exc()
