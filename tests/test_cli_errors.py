@@ -161,4 +161,3 @@ def test_no_plugins_message_points_at_nothing_a_pip_user_lacks(monkeypatch, caps
     text = capsys.readouterr().out
     assert "no backend plugins are installed" in text
     assert "docs/" not in text and ".md" not in text
-
