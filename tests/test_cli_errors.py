@@ -161,3 +161,39 @@ def test_no_plugins_message_points_at_nothing_a_pip_user_lacks(monkeypatch, caps
     text = capsys.readouterr().out
     assert "no backend plugins are installed" in text
     assert "docs/" not in text and ".md" not in text
+
+
+def test_model_larger_than_memory_is_refused_before_running(tmp_path: Path) -> None:
+    """A 4 TiB ConstantOfShape is left to run time by import; run refuses it up front. The address
+    space is capped so that a regression fails with MemoryError instead of exhausting the machine."""
+    import resource
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    value = numpy_helper.from_array(np.ones(1, np.float32))
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["s"], ["c"], value=value), helper.make_node("Add", ["x", "c"], ["y"])],
+        "big",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([1 << 40], np.int64), "s")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "big.onnx"
+    path.write_bytes(model.SerializeToString())
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "accel", "run", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=cap,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    line = error_line(proc)
+    assert "more than this machine's memory" in line and "'c'" in line

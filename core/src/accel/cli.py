@@ -130,6 +130,30 @@ def _check_output(path: Optional[Path], option: str) -> None:
         raise InputError(f"{where}: folder {str(folder)!r} is not writable")
 
 
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(graph: accel.Graph) -> None:
+    """Refuse to run a model one of whose tensors alone is larger than this machine's memory.
+
+    Allocating it would not fail cleanly: the kernel may kill the process instead.
+    """
+    limit = _physical_memory()
+    if limit is None:
+        return
+    values = [*graph.inputs, *(v for n in graph.walk() for v in n.outputs)]
+    big = max(values, key=lambda v: v.type.nbytes, default=None)
+    if big is not None and big.type.nbytes > limit:
+        raise InputError(
+            f"tensor {big.name!r} ({big.type}) takes {big.type.nbytes} bytes, more than this machine's "
+            f"memory ({limit} bytes): the model cannot run here"
+        )
+
+
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
     try:
@@ -209,6 +233,7 @@ def run(
         return
     _check_output(output, "--output")
     runner, headline = _load_runner(model)
+    _check_memory(runner.graph)
     inputs = _parse_inputs(input or []) if input else random_inputs(runner.graph, seed)
     times = []
     for _ in track(range(repeat), description="running", console=err, transient=True, disable=repeat < 5):
