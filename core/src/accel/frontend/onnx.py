@@ -40,7 +40,7 @@ from accel.errors import AccelError, ExternalDataError, GraphError, ModelError, 
 from accel.frontend.external_data import load_external_data, subgraph_depth
 from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value, stable_topological_order
 from accel.limits import MAX_FOLD_BYTES, check_depth, fmt_bytes
-from accel.ops.registry import OpContext, get_op, infer_node_types
+from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
 
 __all__ = [
     "FOLD_ONLY_OPS",
@@ -354,7 +354,12 @@ class _Importer:
         full, types = infer_node_types(op, [v.type for v in inputs], attrs, node=node_label)
         outs = list(outs or [])
         outs += [None] * (len(types) - len(outs))
-        if inputs and all(v.const is not None for v in inputs) and op not in _NO_FOLD and _fold_fits(inputs, types):
+        if (
+            inputs
+            and all(v.const is not None for v in inputs)
+            and get_op(op).qdq is not Qdq.DEQUANTIZE
+            and _fold_fits(inputs, types)
+        ):
             arrays = self._fold(op, full, inputs, types)
             return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs, strict=False)]
         short = op.rsplit(".", 1)[-1]
@@ -790,10 +795,6 @@ def _check_fold_result(label: str, op: str, arrays: Sequence[np.ndarray]) -> Non
         except ValueError:
             return  # the op itself reports operands that do not broadcast
         _check_fold_size(op, shape, max((x.dtype for x in arrays), key=lambda d: d.itemsize), label)
-
-
-# ops that must not fold even when all inputs are constant (see module doc)
-_NO_FOLD = frozenset({"qnn.dequantize"})
 
 
 def import_model(
