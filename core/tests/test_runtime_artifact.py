@@ -139,22 +139,6 @@ def _rezip(data: bytes, edit) -> bytes:
     return out.getvalue()
 
 
-def test_flipped_byte_is_an_artifact_error():
-    data = _compile().to_bytes()
-    seen = set()
-    for pos in range(0, len(data), max(1, len(data) // 97)):
-        bad = bytearray(data)
-        bad[pos] ^= 0x40
-        try:
-            artifact_from_bytes(bytes(bad), backends=AVAILABLE)
-        except ArtifactError as exc:
-            seen.add(str(exc).split(":")[1].strip()[:20] if ":" in str(exc) else str(exc))
-        else:
-            # a flip in zip padding/comment-free slack may be harmless; never a crash
-            pass
-    assert seen
-
-
 def test_truncated_file_is_an_artifact_error():
     data = _compile().to_bytes()
     for n in (0, 10, len(data) // 3, len(data) // 2, len(data) - 1):
