@@ -816,6 +816,8 @@ def _run(
         return MatchFailure(root, f"{_what(root)} has no outputs")
     if pattern._m(root.outputs[0], st, finish):
         return found[0]
+    if not explain:
+        return MatchFailure(root, "")  # nobody reads it: Pattern.match returns None
     return MatchFailure(root, st.reason or f"{_what(root)} does not match {pattern!r}", max(st.rank, 0.0))
 
 
