@@ -207,10 +207,12 @@ def edge_values(array: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 _SHORTFALL: tuple[tuple[re.Pattern[str], Callable[[Sequence[str]], tuple[int | None, int]]], ...] = (
-    # "<what>: needs 8 bytes, 3 left", "<what>: needs 3 x 8 bytes, 20 left"
+    # "<what>: needs 8 bytes, 3 left"
+    (re.compile(r"needs (\d+) bytes?, (\d+)(?: bytes?)? left"), lambda g: (int(g[0]), int(g[1]))),
+    # "<what>: needs 12 x 4 bytes, 40 left" (an array)
     (
-        re.compile(r"needs (\d+)(?: x (\d+))? bytes?, (\d+)(?: bytes?)? left"),
-        lambda g: (int(g[0]) * (int(g[1]) if g[1] is not None else 1), int(g[2])),
+        re.compile(r"needs (\d+) x (\d+) bytes?, (\d+)(?: bytes?)? left"),
+        lambda g: (int(g[0]) * int(g[1]), int(g[2])),
     ),
     # "<what>: 12 elements of 4 bytes do not fit in the 40 bytes left"
     (
