@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,10 +45,11 @@ from accel.errors import AccelError, PartitionError
 from accel.ir import CALL_OP, Graph, Node, Value
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
-from accel.pattern import PatternMatcher
+from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
 from accel.report import HOST, NodeReport, PartitionReport, Report
 
 Perm = tuple[int, ...]
+_VALUE_NAME = re.compile(r"%([^\s,()']+)")  # a value named in a pattern's failure reason
 Progress = Callable[[str], None]
 
 
@@ -145,6 +147,7 @@ class _Partitioner:
         self.unit = list(range(n))
         self.composite: dict[int, str] = {}  # unit id (its root's index) -> "<backend>.<pattern>"
         self.members: dict[int, list[int]] = {}  # unit id -> node indices of a composite
+        self.labels: dict[int, tuple[tuple[object, ...], ...]] = {}  # unit id -> its pattern labels
         for b, backend in enumerate(self.backends):
             view, vnodes, _ = self.views[backend.layout]
             try:
@@ -174,6 +177,12 @@ class _Partitioner:
         except (TypeError, ValueError) as exc:
             raise PartitionError(f"backend {backend.name}: invalid pattern table: {exc}") from exc
         taken = _Taken(self, b)
+        try:
+            own_checks = frozenset(backend.op_checks())
+        except AccelError:
+            raise
+        except Exception as exc:
+            raise PartitionError(f"backend {backend.name}: building its op checks failed: {exc}") from exc
         for i in range(len(self.nodes) - 1, -1, -1):
             if self.owner[i] >= 0 or (i, b) in self.banned:
                 continue
@@ -194,8 +203,51 @@ class _Partitioner:
                     self.owner[j] = b
                     self.unit[j] = i
                 self.composite[i] = f"{backend.name}.{entry.name}"
+                self.labels[i] = composite_labels(match)
                 self.members[i] = idxs
                 break
+            else:
+                # Unclaimed: say why the pattern that got furthest failed, unless a check
+                # already said why, or the op's own check will (it speaks about the op alone).
+                if backend.name not in self.reasons[i] and root.op not in own_checks:
+                    why = _best_failure(matcher.try_all(root, view, exclude=taken))
+                    if why is not None:
+                        text = self._describe(why[1], root, backend.layout)
+                        self.reasons[i][backend.name] = f"{backend.name}.{table[why[0]].name} does not match: {text}"
+
+    def _describe(self, reason: str, root: Node, layout: str) -> str:
+        """A pattern's failure at ``root`` as the report shows it, beside that node.
+
+        The root is "this <op>" and its inputs "input i of this <op>" (so equal
+        failures at many nodes read the same and group); other values the
+        layout conversion made (``%transpose_3``) are named as in the model.
+        """
+        this = f"this {root.op}"
+        reason = reason.replace(f"{root.op} {root.name!r}", this)
+        inputs: dict[str, int] = {}
+        for k, v in enumerate(root.inputs):
+            inputs.setdefault(v.name, k)
+            p = v.producer
+            if p is not None:  # the producer's op says enough; its name would tell the nodes apart
+                reason = reason.replace(
+                    f"%{v.name} is produced by {p.op} {p.name!r}", f"%{v.name} is produced by {p.op}"
+                )
+        origin = self.views[layout][2]
+        near: list[dict[str, Value]] = []
+
+        def rename(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name in inputs:
+                return f"input {inputs[name]} of {this}"
+            if layout == self.layout:
+                return m.group(0)
+            if not near:
+                near.append(_values_near(root))
+            v = near[0].get(name)
+            model = origin.get(id(v), (name,))[0] if v is not None else name
+            return m.group(0) if model == name else f"%{model} (transposed for {layout})"
+
+        return _VALUE_NAME.sub(rename, reason)
 
     @staticmethod
     def _call_check(backend: Backend, check: Callable[[], str | None], node: Node) -> str | None:
@@ -498,7 +550,7 @@ class _Partitioner:
             call = Node(
                 CALL_OP,
                 args,
-                {"composite": self.composite[u]},
+                {"composite": self.composite[u], LABELS_ATTR: self.labels.get(u, ())},
                 [v.type for v in outs],
                 name=root.name,
                 output_names=[v.name for v in outs],
@@ -553,6 +605,32 @@ class _Taken:
     def __contains__(self, node: object) -> bool:
         i = self.p.index.get(getattr(node, "name", ""), -1)
         return i < 0 or self.p.owner[i] >= 0 or (i, self.b) in self.p.banned
+
+
+def _values_near(root: Node, limit: int = 64) -> dict[str, Value]:
+    """The values read by ``root`` and its nearest producers, by name: those a pattern rooted there can name."""
+    found: dict[str, Value] = {}
+    queue = [root]
+    seen = {id(root)}
+    for node in queue:  # grows while it is walked: breadth first
+        if len(found) >= limit:
+            break
+        for v in node.inputs:
+            found.setdefault(v.name, v)
+            p = v.producer
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                queue.append(p)
+    return found
+
+
+def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int, str] | None:
+    """(entry, reason) of the failed attempt that got furthest; the first on a tie."""
+    best: tuple[int, MatchFailure] | None = None
+    for k, got in attempts:
+        if isinstance(got, MatchFailure) and (best is None or got.progress > best[1].progress):
+            best = (k, got)
+    return None if best is None else (best[0], best[1].reason)
 
 
 def _is_identity(perm: Perm) -> bool:
