@@ -37,16 +37,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from accel.abi import ABI_VERSION as ABI_VERSION  # re-exported: the runtime ABI version this core speaks
+from accel.abi import RUNTIME_CAPSULE as _CAPSULE_NAME
 from accel.errors import PluginError
 
 if TYPE_CHECKING:
     from accel.ir import Graph, Node
     from accel.pattern import Match, Pattern
 
-#: Version of the C runtime ABI this accel-core speaks (``ACCEL_ABI_VERSION``
-#: in ``accel/runtime_abi.h``).
-ABI_VERSION = 1
-RUNTIME_CAPSULE = b"accel.runtime_api"
+RUNTIME_CAPSULE = _CAPSULE_NAME.encode()
 
 Layout = Literal["NCHW", "NHWC"]
 Check = Callable[[Any], "str | None"]
