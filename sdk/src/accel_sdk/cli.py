@@ -15,9 +15,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-import accel_sdk
-
 import accel
+import accel_sdk
 from accel.errors import AccelError, InputError
 
 #: A backend name: what targets and ``--backends`` use, the composite prefix and the package suffix.
@@ -37,10 +36,12 @@ app = typer.Typer(
     help=(
         "Tools for writing accel backends.\n\n"
         "Examples:\n\n"
-        "  accel-sdk new mynpu                # render ./accel-mynpu: a backend that builds and passes the kit\n\n"
-        "  accel-sdk new mynpu -o ~/src/npu   # into another folder (missing or empty)\n\n"
-        "Then: pip install --no-build-isolation ./accel-mynpu && pytest accel-mynpu/tests\n"
-        "(build tools: pip install scikit-build-core pybind11 cmake ninja; and a C++17 compiler)."
+        "  accel-sdk new mynpu           # the backend accel-mynpu, in ./accel-mynpu\n\n"
+        "  accel-sdk new mynpu -o npu/   # in another folder (missing or empty)\n\n"
+        "It builds and passes the conformance kit as rendered (needs a C++17 compiler):\n\n"
+        "  pip install scikit-build-core pybind11 cmake ninja\n\n"
+        "  pip install --no-build-isolation ./accel-mynpu\n\n"
+        "  pytest accel-mynpu/tests"
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -158,6 +159,7 @@ def new(
     name: Annotated[
         str,
         typer.Argument(
+            metavar="NAME",
             help="The backend's name: lowercase letters, digits and underscores (e.g. mynpu). "
             "It becomes the target name, the composite prefix (mynpu.conv2d), the package accel_mynpu "
             "and the distribution accel-mynpu.",
