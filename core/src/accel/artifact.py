@@ -126,7 +126,8 @@ class Artifact:
         members["graph.json"] = json.dumps(doc, separators=(",", ":")).encode()
         for key, arr in arrays.items():
             buf = io.BytesIO()
-            np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+            # asarray, not ascontiguousarray: that one turns a 0-d constant into shape (1,)
+            np.save(buf, np.asarray(arr, order="C"), allow_pickle=False)
             members[f"constants/{key}.npy"] = buf.getvalue()
         records = []
         for name, backend in self.partitions:

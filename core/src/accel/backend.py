@@ -19,7 +19,10 @@ override four methods::
 
 A *check* returns ``None`` when the backend takes the node(s) and a reason
 string (one line a user can act on) when it does not. Checks are bound
-methods, so they see ``self.options``.
+methods, so they see ``self.options``. Where no check was asked (no pattern
+matched), the report gives the failure of the pattern that got furthest.
+The serializer reads a composite through :func:`accel.pattern.composite_match`
+(its pattern labels), never by looking its nodes up by op name.
 
 The public methods (:meth:`Backend.claims`, :meth:`Backend.abi_version`,
 :meth:`Backend.profitability`) validate and call the plugin's hooks, so the
@@ -135,7 +138,12 @@ class Backend:
         return {}
 
     def serialize(self, graph: Graph) -> bytes:
-        """Encode one partition (a graph of ops and composite calls) as this backend's blob."""
+        """Encode one partition (a graph of ops and composite calls) as this backend's blob.
+
+        A composite is a ``call`` node with ``attrs["composite"] == "<backend>.<pattern>"``;
+        :func:`accel.pattern.composite_match` gives its pattern labels (``m.node("conv")``)
+        and ``m.outer(v)``, the call's argument or output a body value stands for.
+        """
         raise NotImplementedError(f"backend {self.name!r} has no serializer")
 
     def runtime_module(self) -> ModuleType:

@@ -44,7 +44,7 @@ from accel.errors import AccelError, PartitionError
 from accel.ir import CALL_OP, Graph, Node, Value
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
-from accel.pattern import PatternMatcher
+from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
 from accel.report import HOST, NodeReport, PartitionReport, Report
 
 Perm = tuple[int, ...]
@@ -145,6 +145,7 @@ class _Partitioner:
         self.unit = list(range(n))
         self.composite: dict[int, str] = {}  # unit id (its root's index) -> "<backend>.<pattern>"
         self.members: dict[int, list[int]] = {}  # unit id -> node indices of a composite
+        self.labels: dict[int, tuple[tuple[object, ...], ...]] = {}  # unit id -> its pattern labels
         for b, backend in enumerate(self.backends):
             view, vnodes, _ = self.views[backend.layout]
             try:
@@ -174,6 +175,12 @@ class _Partitioner:
         except (TypeError, ValueError) as exc:
             raise PartitionError(f"backend {backend.name}: invalid pattern table: {exc}") from exc
         taken = _Taken(self, b)
+        try:
+            own_checks = frozenset(backend.op_checks())
+        except AccelError:
+            raise
+        except Exception as exc:
+            raise PartitionError(f"backend {backend.name}: building its op checks failed: {exc}") from exc
         for i in range(len(self.nodes) - 1, -1, -1):
             if self.owner[i] >= 0 or (i, b) in self.banned:
                 continue
@@ -194,8 +201,16 @@ class _Partitioner:
                     self.owner[j] = b
                     self.unit[j] = i
                 self.composite[i] = f"{backend.name}.{entry.name}"
+                self.labels[i] = composite_labels(match)
                 self.members[i] = idxs
                 break
+            else:
+                # Unclaimed: say why the pattern that got furthest failed, unless a check
+                # already said why, or the op's own check will (it speaks about the op alone).
+                if backend.name not in self.reasons[i] and root.op not in own_checks:
+                    why = _best_failure(matcher.try_all(root, view, exclude=taken))
+                    if why is not None:
+                        self.reasons[i][backend.name] = f"{backend.name}.{table[why[0]].name} does not match: {why[1]}"
 
     @staticmethod
     def _call_check(backend: Backend, check: Callable[[], str | None], node: Node) -> str | None:
@@ -498,7 +513,7 @@ class _Partitioner:
             call = Node(
                 CALL_OP,
                 args,
-                {"composite": self.composite[u]},
+                {"composite": self.composite[u], LABELS_ATTR: self.labels.get(u, ())},
                 [v.type for v in outs],
                 name=root.name,
                 output_names=[v.name for v in outs],
@@ -549,6 +564,15 @@ class _Taken:
     def __contains__(self, node: object) -> bool:
         i = self.p.index.get(getattr(node, "name", ""), -1)
         return i < 0 or self.p.owner[i] >= 0 or (i, self.b) in self.p.banned
+
+
+def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int, str] | None:
+    """(entry, reason) of the failed attempt that got furthest; the first on a tie."""
+    best: tuple[int, MatchFailure] | None = None
+    for k, got in attempts:
+        if isinstance(got, MatchFailure) and (best is None or got.progress > best[1].progress):
+            best = (k, got)
+    return None if best is None else (best[0], best[1].reason)
 
 
 def _is_identity(perm: Perm) -> bool:

@@ -66,15 +66,19 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from accel.errors import AccelError
+from accel.errors import AccelError, GraphError
 from accel.ir import CALL_OP, Graph, Node, Value, dtype_name, freeze_attr
 
 __all__ = [
+    "LABELS_ATTR",
+    "CompositeMatch",
     "Match",
     "MatchFailure",
     "OpPattern",
     "Pattern",
     "PatternMatcher",
+    "composite_labels",
+    "composite_match",
     "is_constant",
     "is_op",
     "wildcard",
@@ -131,10 +135,17 @@ class Match:
 
 @dataclass(frozen=True)
 class MatchFailure:
-    """Why a pattern does not match at ``root``; false in a boolean context."""
+    """Why a pattern does not match at ``root``; false in a boolean context.
+
+    ``progress`` says how far the attempt the reason comes from got (nodes
+    matched, plus fractions for a right op failing a condition and for a whole
+    structure refused by the validity rules): of several patterns failing at
+    one node, the one with the most progress explains it best.
+    """
 
     root: Node
     reason: str
+    progress: float = 0.0
 
     def __bool__(self) -> bool:
         return False
@@ -277,6 +288,8 @@ class _State:
         "trail",
         "reason",
         "rank",
+        "expect_at",
+        "expected",
     )
 
     def __init__(self, graph: Graph, exclude: Container[Node] | None, explain: bool, shared: frozenset[int]):
@@ -291,6 +304,8 @@ class _State:
         self.trail: list[tuple[dict[Any, Any], Any]] = []
         self.reason = ""
         self.rank = -1.0
+        self.expect_at: Value | None = None  # the value the kept reason wants another op at
+        self.expected: list[str] = []
 
     def put(self, table: dict[Any, Any], key: Any, item: Any) -> None:
         table[key] = item
@@ -305,7 +320,20 @@ class _State:
     def note(self, reason: str, bonus: float = 0.0) -> None:
         rank = len(self.matched) + bonus
         if rank > self.rank:
-            self.rank, self.reason = rank, reason
+            self.rank, self.reason, self.expect_at = rank, reason, None
+
+    def note_op(self, v: Value, ops: Sequence[str]) -> None:
+        """``v`` is not produced by one of ``ops``; alternatives failing at the same point add their ops."""
+        rank = float(len(self.matched))
+        if rank == self.rank and self.expect_at is v:
+            self.expected.extend(op for op in ops if op not in self.expected)
+        elif rank > self.rank:
+            self.rank, self.expect_at, self.expected = rank, v, list(ops)
+        else:
+            return
+        node = v.producer
+        source = f"produced by {_what(node)}" if node is not None else "not an op output"
+        self.reason = f"%{v.name} is {source}, expected {' or '.join(self.expected)}"
 
 
 Done = Callable[[], bool]
@@ -636,8 +664,7 @@ class OpPattern(Pattern):
         node = v.producer
         if node is None or node.op not in self._ops:
             if st.explain:
-                source = f"produced by {_what(node)}" if node is not None else "not an op output"
-                st.note(f"%{v.name} is {source}, expected {' or '.join(self._names)}")
+                st.note_op(v, self._names)
             return False
         inputs = self._inputs
         if inputs is not None and len(inputs) != len(node.inputs):
@@ -789,7 +816,7 @@ def _run(
         return MatchFailure(root, f"{_what(root)} has no outputs")
     if pattern._m(root.outputs[0], st, finish):
         return found[0]
-    return MatchFailure(root, st.reason or f"{_what(root)} does not match {pattern!r}")
+    return MatchFailure(root, st.reason or f"{_what(root)} does not match {pattern!r}", max(st.rank, 0.0))
 
 
 def _escape(st: _State, root: Node) -> str | None:
@@ -818,6 +845,92 @@ def _build(st: _State, root: Node) -> Match:
                 continue
             (constants if v.const is not None else inputs).setdefault(id(v), v)
     return Match(root, order, list(inputs.values()), list(constants.values()), dict(st.labels))
+
+
+# -- composites -------------------------------------------------------------------
+
+#: Attribute of a composite ``call`` node holding its pattern labels (see :func:`composite_labels`).
+LABELS_ATTR = "labels"
+
+
+@dataclass(frozen=True)
+class CompositeMatch(Match):
+    """The match of a composite ``call`` node, over its body, as a serializer reads it.
+
+    ``root``, ``nodes`` and ``bindings`` are the body's nodes; ``inputs`` are the
+    body's inputs (parameters standing for the call's arguments) and
+    ``constants`` the constants its nodes read. :meth:`outer` gives the value
+    outside the composite that a body input or output stands for.
+    """
+
+    call: Node = field(kw_only=True)
+
+    def outer(self, v: Value) -> Value:
+        """The call's argument for a body input, the call's output for a body output, else ``v``."""
+        body = self.call.body
+        assert body is not None
+        for param, arg in zip(body.inputs, self.call.inputs):
+            if param is v:
+                return arg
+        for out, res in zip(body.outputs, self.call.outputs):
+            if out is v:
+                return res
+        return v
+
+
+def composite_labels(match: Match) -> tuple[tuple[Any, ...], ...]:
+    """``match``'s labels as a node attribute that survives copying and JSON.
+
+    A label of an op is ``(label, node name)``; a label of a value is
+    ``(label, node name, i)``: the value the named node reads at input ``i``
+    (names of inputs change when a composite is outlined, its readers' do not).
+    """
+    out: list[tuple[Any, ...]] = []
+    for label, got in match.bindings.items():
+        if isinstance(got, Node):
+            out.append((label, got.name))
+            continue
+        reader = next(((n.name, i) for n in match.nodes for i, v in enumerate(n.inputs) if v is got), None)
+        if reader is None:
+            raise ValueError(f"label {label!r} matched %{got.name}, which no node of the match reads")
+        out.append((label, *reader))
+    return tuple(out)
+
+
+def composite_match(call: Node) -> CompositeMatch:
+    """The :class:`Match` (labels → body nodes and values) of a composite ``call`` node.
+
+    Works on a partition body as the serializer receives it and on one read
+    back from an artifact: the labels are kept in the call's ``labels``
+    attribute (:func:`composite_labels`). A bad call node is a GraphError.
+    """
+    body = call.body
+    if call.op != CALL_OP or body is None or "composite" not in call.attrs:
+        raise GraphError(f"node {call.name!r} ({call.op}) is not a composite call")
+    if not body.nodes:
+        raise GraphError(f"composite call {call.name!r} has an empty body")
+    by_name = {n.name: n for n in body.nodes}
+    bindings: dict[str, Node | Value] = {}
+    for item in call.attrs.get(LABELS_ATTR, ()):
+        ok = isinstance(item, tuple) and len(item) in (2, 3) and all(isinstance(x, str) for x in item[:2])
+        node = by_name.get(item[1]) if ok else None
+        if node is None:
+            raise GraphError(f"composite call {call.name!r}: label entry {item!r} names no node of its body")
+        if len(item) == 2:
+            bindings[item[0]] = node
+            continue
+        i = item[2]
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(node.inputs):
+            raise GraphError(f"composite call {call.name!r}: label entry {item!r}: {node.name!r} has no input {i!r}")
+        bindings[item[0]] = node.inputs[i]
+    constants: dict[int, Value] = {}
+    for node in body.nodes:
+        for v in node.inputs:
+            if v.const is not None:
+                constants.setdefault(id(v), v)
+    return CompositeMatch(
+        body.nodes[-1], list(body.nodes), list(body.inputs), list(constants.values()), bindings, call=call
+    )
 
 
 # -- tables -----------------------------------------------------------------------

@@ -163,7 +163,8 @@ def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
             zf.writestr("graph.json", json.dumps(doc, indent=1))
             for key, arr in arrays.items():
                 buf = io.BytesIO()
-                np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+                # asarray, not ascontiguousarray: that one turns a 0-d constant into shape (1,)
+                np.save(buf, np.asarray(arr, order="C"), allow_pickle=False)
                 zf.writestr(f"constants/{key}.npy", buf.getvalue())
         os.replace(tmp, path)
     finally:

@@ -22,8 +22,8 @@ __version__ = "0.1.0"
 def conv2d_pattern() -> Pattern:
     """``nn.conv2d(x, const) → nn.bias_add(const)? → nn.relu?``"""
     conv = is_op("nn.conv2d")(wildcard(), is_constant()).named("conv")
-    bias = conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant()))
-    return bias.optional(lambda x: is_op("nn.relu")(x))
+    bias = conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant()).named("bias"))
+    return bias.optional(lambda x: is_op("nn.relu")(x).named("relu"))
 
 
 def _dtype_reason(node: Node) -> str | None:

@@ -24,6 +24,7 @@ import numpy as np
 from accel.errors import PartitionError
 from accel.ir import CALL_OP, Graph, Node, Value
 from accel.ops.nn import conv2d_geometry, pool2d_geometry
+from accel.pattern import composite_match
 
 MAGIC = b"ATBK"
 VERSION = 1
@@ -113,17 +114,15 @@ def _f32(x: Any) -> float:
 
 
 def _conv(blob: _Blob, call: Node) -> None:
-    body = call.body
-    assert body is not None
-    by_op = {n.op: n for n in body.nodes}
-    conv, bias = by_op["nn.conv2d"], by_op.get("nn.bias_add")
-    params = {id(p): a for p, a in zip(body.inputs, call.inputs)}
-    data = params.get(id(conv.inputs[0]), conv.inputs[0])
+    m = composite_match(call)  # the pattern's labels: conv, bias?, relu?
+    conv = m.node("conv")
+    bias = m.node("bias") if "bias" in m.bindings else None
+    data = m.outer(conv.inputs[0])
     g = conv2d_geometry(conv.attrs, conv.inputs[0].type.shape, conv.inputs[1].type.shape)
     if g.nchw or g.kernel_layout != "OHWI" or g.groups != 1:
         raise PartitionError(f"testbackend serializer: conv {call.name!r} must be NHWC/OHWI with groups=1")
     inputs = [data, conv.inputs[1]] + ([bias.inputs[1]] if bias is not None else [])
-    relu = int("nn.relu" in by_op)
+    relu = int("relu" in m.bindings)
     ints = [g.sh, g.sw, g.pt, g.pl, g.pb, g.pr, g.dh, g.dw, relu]
     blob.op("testbackend.conv2d", inputs, list(call.outputs), ints, [])
 

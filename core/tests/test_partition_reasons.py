@@ -1,0 +1,121 @@
+"""Why a composite did not match: the failure of the pattern that got furthest, in the partition report.
+
+For every candidate root a backend did not claim, the report keeps the
+``MatchFailure`` reason of the best attempt (``<backend>.<pattern> does not
+match: ...``), unless the backend's check refused a match there (its reason
+wins) or the backend has an op check for that op (it speaks about the op alone).
+The reasons reach ``accel inspect --format json`` and ``accel compile``'s report.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import accel
+from accel.backend import Backend, PatternEntry
+from accel.builder import GraphBuilder
+from accel.partition import partition_graph
+from accel.pattern import MatchFailure, is_constant, is_op, wildcard
+from accel.render import report_to_json
+from accel.report import HOST
+
+
+def qconv():
+    conv = is_op("nn.conv2d")(wildcard(), is_constant()).has_dtype("uint8").named("conv")
+    return conv.optional(lambda x: is_op("qnn.requantize")(x))
+
+
+class Quantized(Backend):
+    """Takes only uint8 convolutions (a pattern with a dtype constraint), plus relu by op check."""
+
+    name = "q"
+    distribution = "accel-q"
+
+    def pattern_table(self):
+        return [PatternEntry("qconv", qconv())]
+
+    def op_checks(self):
+        return {"nn.relu": lambda node: f"relu of {node.inputs[0].type.dtype} is not supported, only uint8"}
+
+
+class TwoPatterns(Backend):
+    """Two patterns rooted at relu: the second gets further on conv → relu."""
+
+    name = "two"
+
+    def pattern_table(self):
+        dense = is_op("nn.relu")(is_op("nn.dense")(wildcard(), is_constant()))
+        conv = is_op("nn.relu")(is_op("nn.conv2d")(wildcard(), is_constant()).has_attr(groups=2))
+        return [PatternEntry("dense_relu", dense), PatternEntry("grouped_conv_relu", conv)]
+
+
+class Checked(Backend):
+    """The pattern matches; its check refuses."""
+
+    name = "checked"
+
+    def pattern_table(self):
+        return [PatternEntry("conv", is_op("nn.conv2d")(wildcard(), is_constant()), lambda m: "kernels must be 1x1")]
+
+
+def fp32_conv_relu():
+    b = GraphBuilder(x=(1, 3, 8, 8))
+    w = b.const(np.ones((4, 3, 3, 3), np.float32))
+    return b.done(b.op("nn.relu", b.op("nn.conv2d", b.x["x"], w)))
+
+
+def _reasons(report, backend):
+    return {n.op: n.reasons[backend] for n in report.nodes}
+
+
+def test_a_constraint_failure_is_the_reason_not_just_unsupported():
+    g = fp32_conv_relu()
+    r = partition_graph(g, [Quantized()])
+    conv = g.nodes[0].name
+    assert _reasons(r.report, "q") == {
+        "nn.conv2d": f"q.qconv does not match: nn.conv2d {conv!r} has dtype float32, expected uint8",
+        "nn.relu": "relu of float32 is not supported, only uint8",  # the op check speaks for relu
+    }
+
+
+def test_the_reason_reaches_inspect_json_and_the_compile_report():
+    g = fp32_conv_relu()
+    want = f"q.qconv does not match: nn.conv2d {g.nodes[0].name!r} has dtype float32, expected uint8"
+    doc = report_to_json(partition_graph(g, [Quantized()], materialize=False).report)  # what inspect prints
+    assert doc["nodes"][0]["reasons"] == {"q": want}
+    art = accel.compile(g, "q", available={"q": Quantized})
+    assert art.report.nodes[0].reasons == {"q": want}
+    assert art.report.nodes[0].backend == HOST
+
+
+def test_the_attempt_that_got_furthest_explains_the_root():
+    g = fp32_conv_relu()
+    r = partition_graph(g, [TwoPatterns()])
+    relu = next(n for n in r.report.nodes if n.op == "nn.relu")
+    # dense_relu fails at the first input (conv is not dense); grouped_conv_relu reaches the conv itself
+    assert relu.reasons["two"] == (
+        f"two.grouped_conv_relu does not match: nn.conv2d {g.nodes[0].name!r} has groups=1, expected 2"
+    )
+    conv = next(n for n in r.report.nodes if n.op == "nn.conv2d")
+    assert conv.reasons["two"] == "nn.conv2d is not supported by two"  # no pattern is rooted at a conv
+
+
+def test_alternatives_failing_at_one_place_list_every_op_they_wanted():
+    conv = is_op("nn.conv2d")(wildcard(), is_constant())
+    conv = conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant()))
+    pattern = conv.optional(lambda x: is_op("nn.relu")(x))
+    b = GraphBuilder(x=(1, 4), y=(1, 4))
+    g = b.done(b.op("nn.relu", b.op("add", b.x["x"], b.x["y"])))
+    failure = pattern.try_match(g.nodes[-1], g)
+    assert isinstance(failure, MatchFailure)
+    add = g.nodes[0]
+    assert (
+        failure.reason == f"%{add.outputs[0].name} is produced by add {add.name!r}, expected nn.bias_add or nn.conv2d"
+    )
+    assert failure.progress == 1.0  # relu matched, then its input failed
+
+
+def test_a_refusing_check_keeps_its_own_reason():
+    g = fp32_conv_relu()
+    r = partition_graph(g, [Checked()])
+    assert _reasons(r.report, "checked")["nn.conv2d"] == "checked.conv: kernels must be 1x1"
