@@ -28,7 +28,8 @@ using accel_sdk::Shape;
 using accel_sdk::TensorSpec;
 using accel_sdk::TensorView;
 
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
+constexpr std::size_t kConstantAlign = 64;  // serializer.py: CONSTANT_ALIGN
 constexpr std::uint32_t kMaxTensors = 1u << 20;
 constexpr std::uint32_t kMaxOps = 1u << 20;
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 32;
@@ -122,9 +123,9 @@ class TestRuntime {
       const std::size_t bytes = accel_sdk::checked_mul(t.spec.shape.elements(), accel_sdk::dtype_size(t.spec.dtype), "tensor");
       if (t.kind == CONSTANT) {
         const std::size_t at = blob.offset();
-        const std::uint64_t size = blob.read<std::uint64_t>("constant size");
+        std::size_t size = 0;
+        const std::uint8_t* p = blob.read_constant(kConstantAlign, &size, "constant", bytes);
         if (size != bytes) blob.fail_at(at, "constant of " + t.spec.describe() + " has " + std::to_string(size) + " bytes");
-        const std::uint8_t* p = blob.read_bytes(bytes, "constant data");
         t.data.assign(p, p + bytes);
       }
     }
