@@ -11,11 +11,17 @@ sees it. About 30 s, almost all of it the C++ build.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+from accel_sdk.cli import render
+
 SCRIPT = Path(sys.executable).parent / "accel-sdk"
+ROOT = Path(__file__).resolve().parents[1]
+#: A code block of docs/sdk.md quoting a rendered file: its first line names it (``# accel-mynpu/<path>``).
+EXCERPT = re.compile(r"^```\w*\n(?:#|//) accel-mynpu/(\S+)\n(.*?)^```", re.S | re.M)
 
 
 def run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -56,3 +62,20 @@ def test_rendered_backend_builds_installs_and_passes_its_tests(tmp_path):
     passed = [line for line in tests.stdout.splitlines() if line.startswith("PASSED")]
     for name in ("test_runtime_matches_reference", "test_discoverable_through_its_entry_point", "test_grouped_conv"):
         assert any(name in line for line in passed), f"{name} did not pass:\n{tests.stdout}"
+
+
+def test_the_sdk_docs_quote_the_rendered_template(tmp_path):
+    """Every line of each excerpt in docs/sdk.md is a line of the rendered file, in order (``...`` skips)."""
+    render("mynpu", tmp_path)
+    excerpts = EXCERPT.findall((ROOT / "docs" / "sdk.md").read_text(encoding="utf-8"))
+    assert {rel for rel, _ in excerpts} >= {"CMakeLists.txt", "pyproject.toml", "src/runtime.cpp"}
+    for rel, body in excerpts:
+        lines = (tmp_path / rel).read_text(encoding="utf-8").splitlines()
+        at = 0
+        for line in body.splitlines():
+            if line.strip() in ("", "..."):
+                continue
+            assert line in lines[at:], (
+                f"docs/sdk.md quotes {rel} with a line it does not have (after line {at}): {line!r}"
+            )
+            at = lines.index(line, at) + 1
