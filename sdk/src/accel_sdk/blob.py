@@ -205,7 +205,9 @@ def _check(kind: str, bounds: tuple[int, int] | None, value: Any, what: str) -> 
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise PartitionError(f"{what}: {value!r} is not a number")
         x = float(value)
-        if kind == "f32" and math.isfinite(x) and not math.isfinite(float(np.float32(x))):
+        with np.errstate(over="ignore"):
+            narrowed = float(np.float32(x)) if kind == "f32" else x
+        if math.isfinite(x) and not math.isfinite(narrowed):
             raise PartitionError(f"{what}: {x!r} does not fit in a float32")
         return x
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):

@@ -87,6 +87,7 @@ class BlobReader {
     if (data == nullptr && size != 0) throw BlobError("blob: null data with non-zero size");
   }
 
+  const std::uint8_t* data() const { return data_; }
   std::size_t offset() const { return pos_; }
   std::size_t size() const { return size_; }
   std::size_t remaining() const { return size_ - pos_; }
@@ -122,8 +123,9 @@ class BlobReader {
     const std::size_t at = pos_;
     const std::uint64_t size = read<std::uint64_t>(what);
     if (size > max_size || size > remaining()) {
-      fail_at(at, std::string(what) + ": size " + std::to_string(size) + " does not fit (" +
-                      std::to_string(remaining()) + " bytes left, at most " + std::to_string(max_size) + ")");
+      const bool capped = max_size != std::numeric_limits<std::size_t>::max();
+      fail_at(at, std::string(what) + ": size " + std::to_string(size) + " does not fit (" + std::to_string(remaining()) +
+                      " bytes left" + (capped ? ", at most " + std::to_string(max_size) : std::string()) + ")");
     }
     align(alignment, what);
     const std::uint8_t* p = read_bytes(static_cast<std::size_t>(size), what);
@@ -180,8 +182,8 @@ class BlobReader {
   template <class T>
   std::vector<T> read_array(std::size_t count, const char* what = "array") {
     if (count > remaining() / sizeof(T)) {
-      fail(std::string(what) + ": " + std::to_string(count) + " elements of " + std::to_string(sizeof(T)) +
-           " bytes do not fit in the " + std::to_string(remaining()) + " bytes left");
+      fail(std::string(what) + ": needs " + std::to_string(count) + " x " + std::to_string(sizeof(T)) + " bytes, " +
+           std::to_string(remaining()) + " left");
     }
     std::vector<T> out(count);
     read_into(out.data(), count, what);
