@@ -119,3 +119,18 @@ def test_a_refusing_check_keeps_its_own_reason():
     g = fp32_conv_relu()
     r = partition_graph(g, [Checked()])
     assert _reasons(r.report, "checked")["nn.conv2d"] == "checked.conv: kernels must be 1x1"
+
+
+class NhwcConv(Backend):
+    name = "nhwc"
+    layout = "NHWC"
+
+    def pattern_table(self):
+        return [PatternEntry("conv", is_op("nn.conv2d")(wildcard(), is_constant()))]
+
+
+def test_values_the_layout_conversion_made_are_named_as_in_the_model():
+    b = GraphBuilder(x=(1, 4, 8, 8), w=(4, 4, 3, 3))
+    g = b.done(b.op("nn.conv2d", b.x["x"], b.x["w"]))
+    r = partition_graph(g, [NhwcConv()])
+    assert r.report.nodes[0].reasons == {"nhwc": "nhwc.conv does not match: %w (transposed for NHWC) is not a constant"}

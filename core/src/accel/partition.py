@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, comp
 from accel.report import HOST, NodeReport, PartitionReport, Report
 
 Perm = tuple[int, ...]
+_VALUE_NAME = re.compile(r"%([^\s,()']+)")  # a value named in a pattern's failure reason
 Progress = Callable[[str], None]
 
 
@@ -121,6 +123,7 @@ class _Partitioner:
                     view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
+        self.view_values: dict[str, dict[str, Value]] = {}  # layout -> its view's values by name, for reasons
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
         # producers by node index, for the unit graph
@@ -210,7 +213,24 @@ class _Partitioner:
                 if backend.name not in self.reasons[i] and root.op not in own_checks:
                     why = _best_failure(matcher.try_all(root, view, exclude=taken))
                     if why is not None:
-                        self.reasons[i][backend.name] = f"{backend.name}.{table[why[0]].name} does not match: {why[1]}"
+                        text = self._model_names(why[1], backend.layout)
+                        self.reasons[i][backend.name] = f"{backend.name}.{table[why[0]].name} does not match: {text}"
+
+    def _model_names(self, reason: str, layout: str) -> str:
+        """``reason`` with values the layout conversion made (``%transpose_3``) named as in the model."""
+        if layout == self.layout:
+            return reason
+        view, _, origin = self.views[layout]
+        names = self.view_values.get(layout)
+        if names is None:
+            names = self.view_values[layout] = {v.name: v for v in view.values()}
+
+        def rename(m: re.Match[str]) -> str:
+            v = names.get(m.group(1))
+            name = origin.get(id(v), (m.group(1),))[0] if v is not None else m.group(1)
+            return m.group(0) if name == m.group(1) else f"%{name} (transposed for {layout})"
+
+        return _VALUE_NAME.sub(rename, reason)
 
     @staticmethod
     def _call_check(backend: Backend, check: Callable[[], str | None], node: Node) -> str | None:

@@ -1,4 +1,4 @@
-"""accel-sdk's conformance kit on the testbackend: every op, the composite and requantize."""
+"""accel-sdk's conformance kit on the testbackend: every op, the composite, requantize and its refusals."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from accel.builder import GraphBuilder
 from accel.ir import QuantParams, TensorType
 
 pytest.importorskip("accel_testbackend", reason="accel-testbackend is not installed")
-from accel_sdk.testing import BackendConformance, Case
+from accel_sdk.testing import BackendConformance, Case, Refusal
 from accel_testbackend import TestBackend
 
 RNG = np.random.default_rng(7)
@@ -70,10 +70,60 @@ def requantize() -> Case:
     return Case("requantize", b.done(y, z))
 
 
+def two_regions() -> Case:
+    """relu → sigmoid (host) → relu: two partitions of one backend, loaded together in one executable."""
+    b = GraphBuilder(x=(3, 7), y=(3, 7))
+    y = b.op("sigmoid", b.op("nn.relu", b.op("add", b.x["x"], b.x["y"])))
+    return Case("two_regions", b.done(b.op("nn.relu", b.op("add", y, b.x["y"]))))
+
+
+def refusals() -> list[Refusal]:
+    out = []
+    b = GraphBuilder(x=(1, 4, 8, 8))
+    grouped = b.op("nn.conv2d", b.x["x"], b.const(weights(4, 2, 3, 3)), groups=2)
+    out.append(Refusal("grouped conv", b.done(grouped), "testbackend.conv2d: groups=2, groups must = 1"))
+    b = GraphBuilder(x=(1, 4, 8, 8), w=(4, 4, 3, 3))
+    y = b.op("nn.conv2d", b.x["x"], b.x["w"])
+    out.append(
+        Refusal(
+            "conv with weights computed at run time",
+            b.done(y),
+            "testbackend.conv2d does not match: %w (transposed for NHWC) is not a constant",
+        )
+    )
+    b = GraphBuilder(x=(1, 4, 8, 8))
+    bias = b.op("nn.bias_add", b.x["x"], b.const(weights(4)))
+    out.append(
+        Refusal(
+            "bias_add without a conv",
+            b.done(bias),
+            "testbackend.conv2d does not match: %x is not an op output, expected nn.conv2d",
+        )
+    )
+    b = GraphBuilder(x=(1, 4, 8, 8))
+    pool = b.op("nn.max_pool2d", b.x["x"], pool_size=(2, 2), dilation=(2, 2))
+    out.append(Refusal("dilated pool", b.done(pool), "dilation=[2, 2], dilation must = [1, 1]"))
+    b = GraphBuilder(x=(2, 3), y=(1, 3))
+    add = b.op("add", b.x["x"], b.x["y"])
+    reason = "add of shapes [2, 3] and [1, 3]: broadcasting is not supported, shapes must be equal"
+    out.append(Refusal("broadcasting add", b.done(add), reason))
+    return out
+
+
 class TestConformance(BackendConformance):
     backend = TestBackend
     rtol = 1e-5
     atol = 1e-5
 
     def cases(self):
-        return [conv_bias_relu_pools(), conv_strided_dilated(), conv_bias_then_max(), elementwise(), requantize()]
+        return [
+            conv_bias_relu_pools(),
+            conv_strided_dilated(),
+            conv_bias_then_max(),
+            elementwise(),
+            requantize(),
+            two_regions(),
+        ]
+
+    def refusals(self):
+        return refusals()
