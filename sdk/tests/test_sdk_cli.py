@@ -42,7 +42,6 @@ def test_the_console_script_renders_into_accel_name_by_default(tmp_path):
         "src/accel_mynpu/_runtime.pyi",
         "src/accel_mynpu/serializer.py",
         "src/runtime.cpp",
-        "tests/test_checks.py",
         "tests/test_conformance.py",
     ]
     assert f"pip install --no-build-isolation {root.name}" in proc.stdout
