@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests`` (the CI gate), ``lint``, ``demo``, ``bench``, ``template``, ``wheels``.
+"""Sessions: ``nox -s tests`` (the CI gate), ``lint``, ``demo``, ``bench``, ``template``, ``wheels``, ``fuzz``.
 
 Each distribution is built and installed as a user would get it (a wheel,
 never editable), then its tests run against the installed package.
@@ -115,3 +115,44 @@ def wheels(session: nox.Session) -> None:
     # the user's command, in this session's empty environment
     session.run("python", "-m", "pip", "install", "--find-links", str(WHEELHOUSE), *built)
     session.run("accel", "backends")
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """Fuzz the blob reader and the graph-blob reader (libFuzzer, AddressSanitizer + UBSan).
+
+    Builds sdk/fuzz/fuzz_*.cpp with clang++, seeds each from real blobs
+    (sdk/fuzz/make_seeds.py) and runs each target for 30 seconds; ``nox -s fuzz -- 600``
+    runs each for 600. Any finding fails the session and leaves its input in the tmp folder.
+    """
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    clang = shutil.which("clang++")
+    probe = 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }'
+    if clang is None or subprocess.run(
+        [clang, "-x", "c++", "-fsanitize=fuzzer,address,undefined", "-", "-o", "/dev/null"],
+        input=probe, text=True, capture_output=True, check=False,
+    ).returncode != 0:  # fmt: skip
+        session.skip("fuzz: needs clang++ with libFuzzer (e.g. apt-get install clang), not found on this machine")
+    seconds = session.posargs[0] if session.posargs else "30"
+    session.install("./core", "./sdk")
+    tmp = Path(session.create_tmp())
+    seeds = tmp / "seeds"
+    session.run("python", "sdk/fuzz/make_seeds.py", str(seeds))
+    include = session.run(
+        "python", "-c", "import accel, accel_sdk; print(accel_sdk.get_include()); print(accel.get_include())",
+        silent=True,
+    )  # fmt: skip
+    flags = ["-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
+    flags += [f"-I{line}" for line in str(include).split()]
+    for target in ("blob_reader", "graph_blob"):
+        exe = tmp / f"fuzz_{target}"
+        session.run(clang, *flags, f"sdk/fuzz/fuzz_{target}.cpp", "-o", str(exe), external=True)
+        corpus = tmp / f"corpus_{target}"
+        corpus.mkdir(exist_ok=True)
+        session.run(
+            str(exe), f"-max_total_time={seconds}", "-print_final_stats=1", f"-artifact_prefix={tmp}/",
+            str(corpus), str(seeds / target), external=True,
+        )  # fmt: skip

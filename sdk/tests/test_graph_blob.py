@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from accel_sdk.blob import BlobWriter
-from accel_sdk.graph_blob import GraphBlobWriter, Kernel, match_composites
+from accel_sdk.graph_blob import GraphBlobWriter, Kernel, dump, match_composites
 from probe_build import probe
 
 from accel.abi import DTYPE_CODES
@@ -93,6 +93,10 @@ def test_a_partition_round_trips_with_its_labels(m):
     assert pool["kind"] == 0 and pool["attrs"]["ceil_mode"] is True and pool["attrs"]["pool_size"] == (2, 2)
     assert [p[0] for p in conv2["parts"]] == ["conv"] and conv2["value_labels"] == {}
     assert GraphBlobWriter("npu", 3, alignment=32).write(body, matches=matches) == blob  # deterministic
+    # the Python decoder reads the same content the C++ reader validated
+    py = dump(blob)
+    assert (py["version"], py["flags"]) == (1, 0)
+    assert {k: py[k] for k in g} == g
 
 
 def test_a_backend_maps_nodes_to_its_kernels_and_attributes(m):
@@ -113,6 +117,7 @@ def test_a_backend_maps_nodes_to_its_kernels_and_attributes(m):
 
     blob = GraphBlobWriter("npu", lower=lower).write(body, matches=match_composites(body, {"npu.conv": conv_pattern()}))
     g = m.graph(blob, "npu")
+    assert {k: dump(blob)[k] for k in g} == g
     kernels = [n["kernel"] for n in g["nodes"]]
     assert kernels == ["npu_conv", "npu_max_pool2d", "npu_conv", "npu_add", "npu_clip"]
     a = g["nodes"][0]["attrs"]
@@ -165,7 +170,9 @@ def test_quantized_tensors_keep_per_tensor_and_per_channel_parameters(m):
     )
     acc = b.op("qnn.conv2d", b.x["x"], w, data_layout="NHWC", kernel_layout="OHWI")
     g = b.done(b.op("qnn.requantize", acc, out_scale=0.5, out_zero_point=1, out_dtype="int8"))
-    got = m.graph(GraphBlobWriter("q", alignment=1).write(g), "q")
+    blob = GraphBlobWriter("q", alignment=1).write(g)
+    got = m.graph(blob, "q")
+    assert {k: dump(blob)[k] for k in got} == got
     t = {x["name"]: x for x in got["tensors"]}
     axis, scale, zp = t["x"]["quant"]
     assert (axis, zp) == (-1, [-3]) and scale == [pytest.approx(0.05)]

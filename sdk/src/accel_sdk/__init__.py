@@ -1,8 +1,12 @@
 """accel-sdk: what a backend author builds with.
 
-- C++ headers (:func:`get_include`): ``accel_sdk/blob_reader.hpp``, ``tensor.hpp``,
-  ``thread_pool.hpp``, ``quant.hpp`` and ``runtime.hpp``, the glue that turns one
-  runtime class into the C table of ``accel/runtime_abi.h`` and a Python module;
+- C++ headers (:func:`get_include`): ``accel_sdk/blob_reader.hpp``, ``graph_blob.hpp``,
+  ``geometry.hpp``, ``tensor.hpp``, ``thread_pool.hpp``, ``quant.hpp`` and ``runtime.hpp``,
+  the glue that turns one runtime class into the C table of ``accel/runtime_abi.h``
+  and a Python module;
+- the Python halves of the blob formats: :mod:`accel_sdk.blob` (``BlobWriter``, which
+  writes what ``blob_reader.hpp`` reads) and :mod:`accel_sdk.graph_blob`
+  (``GraphBlobWriter``, a partition as a graph of kernels that ``graph_blob.hpp`` reads);
 - CMake support (:func:`get_cmake_dir`): ``find_package(accel_sdk CONFIG)`` and
   ``accel_add_runtime(<target> <sources...>)``;
 - :mod:`accel_sdk.testing`: the conformance kit a backend's tests subclass.

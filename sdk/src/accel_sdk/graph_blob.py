@@ -65,6 +65,7 @@ and then its body's constants; its parts carry the whole body either way.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -438,6 +439,99 @@ class _Encoder:
         return out.getvalue()
 
 
+class _Cursor:
+    """A little-endian cursor for :func:`dump` (PartitionError past the end)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n > len(self.data) - self.pos:
+            raise PartitionError(f"graph blob offset {self.pos}: needs {n} bytes, {len(self.data) - self.pos} left")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def scalar(self, fmt: str) -> Any:
+        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def array(self, fmt: str, n: int) -> list[Any]:
+        return list(struct.unpack(f"<{n}{fmt}", self.take(n * struct.calcsize(fmt))))
+
+    def string(self) -> str:
+        return self.take(self.scalar("I")).decode("utf-8", "replace")
+
+
+def dump(blob: bytes) -> dict[str, Any]:
+    """A graph blob as plain Python data, for reading one by eye or in a test.
+
+    It decodes; it does not validate as ``GraphBlob::parse`` does (a runtime must
+    parse in C++). Tensors are dicts (``name``, ``dtype`` code, ``shape``, ``flags``,
+    ``quant`` as (axis, scales, zero points), ``offset`` and ``data`` for constants);
+    nodes have ``kernel``, ``source``, ``inputs``, ``outputs``, ``attrs``, ``parts``
+    as (label, op, attrs, inputs, outputs) and ``value_labels``. Ints lists are tuples;
+    a tensor attribute is ``{"tensor": id}``.
+    """
+    c = _Cursor(bytes(blob))
+    if c.take(4) != MAGIC:
+        raise PartitionError("not a graph blob (bad magic)")
+    out: dict[str, Any] = {"version": c.scalar("I"), "flags": c.scalar("I"), "kind": c.string()}
+    out["kind_version"], out["alignment"] = c.scalar("I"), c.scalar("I")
+    const_offset, _ = c.scalar("Q"), c.scalar("Q")
+    tensors = []
+    for _ in range(c.scalar("I")):
+        t: dict[str, Any] = {"name": c.string(), "dtype": c.scalar("B")}
+        t["shape"] = tuple(c.array("q", c.scalar("B")))
+        t["flags"] = c.scalar("B")
+        if t["flags"] & QUANTIZED:
+            axis, n = c.scalar("i"), c.scalar("I")
+            t["quant"] = (axis, c.array("f", n), c.array("i", n))
+        if t["flags"] & CONSTANT:
+            off, size = c.scalar("Q"), c.scalar("Q")
+            t["offset"] = const_offset + off
+            t["data"] = bytes(blob[const_offset + off : const_offset + off + size])
+        tensors.append(t)
+    out["tensors"] = tensors
+    out["inputs"] = c.array("I", c.scalar("I"))
+    out["outputs"] = c.array("I", c.scalar("I"))
+
+    def value() -> Any:
+        tag = c.scalar("B")
+        readers: dict[int, Callable[[], Any]] = {
+            NONE: lambda: None,
+            BOOL: lambda: bool(c.scalar("B")),
+            INT: lambda: c.scalar("q"),
+            FLOAT: lambda: c.scalar("d"),
+            STRING: c.string,
+            INTS: lambda: tuple(c.array("q", c.scalar("I"))),
+            FLOATS: lambda: tuple(c.array("d", c.scalar("I"))),
+            LIST: lambda: tuple(value() for _ in range(c.scalar("I"))),
+            TENSOR: lambda: {"tensor": c.scalar("I")},
+        }
+        if tag not in readers:
+            raise PartitionError(f"graph blob offset {c.pos - 1}: attribute tag {tag}")
+        return readers[tag]()
+
+    def attrs() -> dict[str, Any]:
+        return {c.string(): value() for _ in range(c.scalar("I"))}
+
+    nodes = []
+    for _ in range(c.scalar("I")):
+        node: dict[str, Any] = {"name": c.string(), "kind": c.scalar("B"), "kernel": c.string(), "source": c.string()}
+        node["inputs"] = c.array("I", c.scalar("I"))
+        node["outputs"] = c.array("I", c.scalar("I"))
+        node["attrs"] = attrs()
+        node["parts"] = [
+            (c.string(), c.string(), attrs(), c.array("I", c.scalar("I")), c.array("I", c.scalar("I")))
+            for _ in range(c.scalar("I"))
+        ]
+        node["value_labels"] = {c.string(): c.scalar("I") for _ in range(c.scalar("I"))}
+        nodes.append(node)
+    out["nodes"] = nodes
+    return out
+
+
 __all__ = [
     "MAGIC",
     "MAX_DEPTH",
@@ -448,6 +542,7 @@ __all__ = [
     "Lower",
     "composite_constants",
     "default_kernel",
+    "dump",
     "labels_of",
     "match_composites",
 ]
