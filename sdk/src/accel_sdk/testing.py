@@ -332,11 +332,11 @@ class BackendConformance:
         """Run ``handle`` on ``inputs`` once per sentinel and compare with the reference on the body."""
         expected = _reference(r.body, inputs)
         exact, rtol, atol = self._tolerance(r.case)
-        before = [a.copy() for a in inputs]
         for byte in SENTINELS:
+            given = [a.copy() for a in inputs]  # the runtime gets copies: what it does to them stays here
             outputs = r.filled_outputs(byte)
-            handle.run(inputs, outputs)
-            for i, (a, b) in enumerate(zip(inputs, before)):
+            handle.run(given, outputs)
+            for i, (a, b) in enumerate(zip(given, inputs)):
                 if a.tobytes() != b.tobytes():
                     raise AssertionError(f"{r.label}, {what}: run wrote into input {i}")
             for v, got, want in zip(r.body.outputs, outputs, expected):
@@ -625,10 +625,10 @@ def _truncation_problem(message: str, length: int) -> str | None:
     if stated is None:
         return "which does not state the bytes needed and the bytes left (e.g. 'needs 8 bytes, 3 left')"
     needed, left = stated
-    if needed is not None and needed <= left:
-        return f"which says {needed} bytes were needed and {left} left: that is no shortfall"
     if left > length:
         return f"which says {left} bytes were left of a {length}-byte blob: the reader lost track of the end"
+    if needed is not None and needed <= left:
+        return f"which says {needed} bytes were needed and {left} left: that is no shortfall"
     return None
 
 
