@@ -209,6 +209,11 @@ def edge_values(array: np.ndarray, seed: int = 0) -> np.ndarray:
 _SHORTFALL: tuple[tuple[re.Pattern[str], Callable[[Sequence[str]], tuple[int | None, int]]], ...] = (
     # "<what>: needs 8 bytes, 3 left"
     (re.compile(r"needs (\d+) bytes?, (\d+)(?: bytes?)? left"), lambda g: (int(g[0]), int(g[1]))),
+    # "<what>: needs 12 x 4 bytes, 40 left" (an array)
+    (
+        re.compile(r"needs (\d+) x (\d+) bytes?, (\d+)(?: bytes?)? left"),
+        lambda g: (int(g[0]) * int(g[1]), int(g[2])),
+    ),
     # "<what>: 12 elements of 4 bytes do not fit in the 40 bytes left"
     (
         re.compile(r"(\d+) elements? of (\d+) bytes? do(?:es)? not fit in the (\d+) bytes? left"),
@@ -230,6 +235,7 @@ def shortfall(message: str) -> tuple[int | None, int] | None:
     """(bytes needed, bytes left) stated by a blob reader's error message, or None when it states no shortfall.
 
     Understands accel-sdk's ``BlobReader`` messages: ``needs N bytes, M left``,
+    ``needs A x B bytes, M left``,
     ``A elements of B bytes do not fit in the M bytes left``,
     ``... does not fit in the M bytes left (needs A x B)``,
     ``size N does not fit (M bytes left, ...)``, and a count that does not
