@@ -217,3 +217,28 @@ def test_target_file_with_bad_option(tmp_path):
 
 def test_testbackend_is_a_plain_backend_class():
     assert issubclass(TestBackend, Backend)
+
+
+def _big_endian(a: np.ndarray) -> np.ndarray:
+    return a.astype(a.dtype.newbyteorder(">"))
+
+
+def _misaligned(a: np.ndarray) -> np.ndarray:
+    buf = np.empty(a.nbytes + 1, np.uint8)
+    out = np.frombuffer(buf.data, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.parametrize("odd", [_big_endian, _misaligned])
+def test_compiled_runtime_takes_big_endian_and_misaligned_inputs(odd):
+    g = _exact_graph()
+    exe = accel.compile(g, "testbackend").executable()
+    feeds = _feeds(5)
+    given = {k: odd(v) for k, v in feeds.items()}
+    assert all(not v.dtype.isnative or not v.flags.aligned for v in given.values())
+    want = ReferenceExecutor(g).run(feeds)
+    for got in (exe.run(given), accel.execute(g, given)):
+        for k in want:
+            assert got[k].dtype.isnative
+            np.testing.assert_array_equal(got[k], want[k])

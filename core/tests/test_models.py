@@ -93,7 +93,9 @@ def test_fp32_matches_onnxruntime(name: str) -> None:
 
 
 # End to end, in output quantization steps: (share within ±1 step at least, largest difference at most).
-QDQ_END_TO_END = {"resnet18": (0.99, 2), "mobilenet_v2": (0.97, 3)}
+# ResNet-18 stays within ±1 step everywhere (the module docstring); MobileNetV2 amplifies (measured:
+# 98.5% within ±1, at most 2 steps).
+QDQ_END_TO_END = {"resnet18": (1.0, 1), "mobilenet_v2": (0.97, 3)}
 
 
 def steps_apart(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:

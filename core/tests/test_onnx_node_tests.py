@@ -22,6 +22,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 from onnx_node_expectations import EXPECTED_FAILURES, NOT_CLAIMED
+from onnx_node_refusals import FROZEN_EXPECTED_FAILURES, REFUSED
 
 import accel
 from accel.errors import ModelError, UnsupportedOpError
@@ -216,3 +217,96 @@ def test_expectations_are_current() -> None:
     used = {outcome(n).category for n in NAMES if outcome(n).kind == "refused"}
     unused = sorted(set(NOT_CLAIMED) - used)
     assert not unused, f"NOT_CLAIMED categories no case needs any more: {unused}"
+
+
+# =====================================================================================
+# Refusals pinned by name; fold-only and computed-shape cases run with frozen inputs.
+#
+# A case refused as "fold-only" or "computed-shape-operand" is refused only because
+# its inputs are run-time values; with every input frozen as an initializer the
+# whole graph is evaluated at import by the frontend's constant evaluation (Mod,
+# Range, Where, comparisons ...), and that result must be ONNX's. Every refused
+# case is pinned by name and category in onnx_node_refusals.py.
+# =====================================================================================
+
+FROZEN_CATEGORIES = ("fold-only", "computed-shape-operand")
+
+
+@cache
+def frozen_outcome(name: str) -> Outcome:
+    """The case with every graph input turned into an initializer holding its data, imported and run."""
+    case = _cases()[name]
+    model = case.model
+    inputs, expected = case.data_sets[0]
+    names = [vi.name for vi in model.graph.input]
+    for input_name, x in zip(names, inputs, strict=False):
+        value = _array(x)
+        if not isinstance(value, np.ndarray):
+            return Outcome("refused", f"input {input_name!r} is not a tensor")
+        model = _freeze(model, input_name, value)
+    expected = [_array(x) for x in expected]
+    try:
+        graph = frontend.import_model(model)
+    except (UnsupportedOpError, ModelError) as exc:
+        return Outcome("refused", str(exc), _category(str(exc)), frozen=tuple(names))
+    except Exception as exc:
+        return Outcome("failed", f"import: {type(exc).__name__}: {exc}", frozen=tuple(names))
+    if graph.inputs:
+        return Outcome("failed", f"inputs left after freezing: {[v.name for v in graph.inputs]}")
+    problems = []
+    for label in ("import", "import+simplify"):
+        try:
+            from accel.passes import simplify
+
+            g = graph if label == "import" else simplify(graph.copy())
+            with np.errstate(all="ignore"):
+                got = list(accel.execute(g, {}).values())
+            why = _compare(got, expected)
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+        if why:
+            problems.append(f"{label}: {why}")
+    if problems:
+        return Outcome("failed", "; ".join(problems), frozen=tuple(names))
+    return Outcome("passed", frozen=tuple(names))
+
+
+FROZEN_CASES = sorted(n for c in FROZEN_CATEGORIES for n in REFUSED.get(c, ()))
+
+
+@pytest.mark.parametrize("name", FROZEN_CASES)
+def test_frozen_node_case(name: str) -> None:
+    o = frozen_outcome(name)
+    if name in FROZEN_EXPECTED_FAILURES:
+        if o.kind == "passed":
+            pytest.fail(f"unexpectedly passing with frozen inputs: remove {name!r} from FROZEN_EXPECTED_FAILURES")
+        pytest.xfail(FROZEN_EXPECTED_FAILURES[name])
+    assert o.kind == "passed", f"{o.kind} with frozen inputs: {o.detail}"
+
+
+def test_refusals_are_pinned() -> None:
+    """The cases refused at import are exactly those pinned, category by category."""
+    refused: dict[str, set[str]] = {}
+    for name in OP_CLAIMED:
+        o = outcome(name)
+        if o.kind == "refused":
+            refused.setdefault(o.category or "(no category)", set()).add(name)
+    problems = []
+    for category in sorted(set(refused) | set(REFUSED)):
+        now, pinned = refused.get(category, set()), set(REFUSED.get(category, ()))
+        if now - pinned:
+            problems.append(f"{category}: newly refused {sorted(now - pinned)}")
+        if pinned - now:
+            problems.append(f"{category}: no longer refused, take off onnx_node_refusals.py: {sorted(pinned - now)}")
+    assert not problems, "; ".join(problems)
+
+
+def test_frozen_cases_cover_their_categories() -> None:
+    s = {"fold-only": 0, "computed-shape-operand": 0}
+    passed = dict(s)
+    for name in FROZEN_CASES:
+        category = next(c for c in FROZEN_CATEGORIES if name in REFUSED[c])
+        s[category] += 1
+        passed[category] += frozen_outcome(name).kind == "passed"
+    print("\nfrozen-input node tests: " + ", ".join(f"{c} {passed[c]}/{s[c]}" for c in FROZEN_CATEGORIES))
+    assert all(s.values()), s

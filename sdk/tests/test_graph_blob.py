@@ -405,6 +405,7 @@ def test_malformed_graph_blobs_are_refused_naming_the_problem(m, blob, message):
 @pytest.mark.parametrize(
     ("limit", "value", "message"),
     [
+        ("max_table_bytes", 100, r"^blob offset 25: the tables take 200 bytes, more than the limit 100$"),
         ("max_tensors", 2, r"tensor count=3, at most 2"),
         ("max_nodes", 0, r"node count=1, at most 0"),
         ("max_ids", 0, r"graph input=1, at most 0"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from accel.ir import dtype_name
+from accel.tensor_types import dtype_name
 
 #: ``ACCEL_ABI_VERSION``: bumped on any change to the structures or entry points of the header.
 ABI_VERSION = 1

@@ -33,9 +33,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from accel.backend import ABI_VERSION, Backend
 from accel.errors import AccelError, ArtifactError
 from accel.ir import CALL_OP, Graph
+from accel.limits import load_json
 from accel.report import Report
 from accel.runtime import Executable, create_handle
-from accel.serialize import graph_from_json, graph_to_json
+from accel.serialize import graph_from_json, graph_to_json, load_npy
 from accel.target import CompositeTarget
 
 FORMAT = "accel-artifact"
@@ -168,12 +169,20 @@ class Artifact:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+            # mkstemp makes the file 0600; an artifact is an ordinary output (0666 less the umask)
+            os.chmod(tmp, 0o666 & ~_umask())
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
         return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def read_artifact(path: str | os.PathLike[str], *, backends: Mapping[str, type[Backend]] | None = None) -> Artifact:
@@ -220,7 +229,7 @@ def artifact_from_bytes(
                 f"this accel-core speaks ABI {ABI_VERSION}: recompile the model"
             )
     # Backends: every one the artifact uses must be installed and usable.
-    from accel.plugins import get_backend
+    from accel.plugins import get_backend, statuses
 
     dists = {r.name: r.distribution for r in manifest.backends}
     instances: list[Backend] = []
@@ -230,8 +239,11 @@ def artifact_from_bytes(
         try:
             cls = get_backend(device.kind, backends)
         except AccelError as exc:
+            # Only a backend that is not installed at all is helped by installing it; a disabled or
+            # broken one says what is wrong with it (accel backends --verbose shows more).
             dist = dists.get(device.kind)
-            hint = f"; install it with: pip install {dist}" if dist and "pip install" not in str(exc) else ""
+            absent = backends is not None or all(s.name != device.kind for s in statuses())
+            hint = f"; install it with: pip install {dist}" if dist and absent and "pip install" not in str(exc) else ""
             raise type(exc)(f"{where}: {exc}{hint}") from None
         try:
             instances.append(cls(device.options))
@@ -239,23 +251,35 @@ def artifact_from_bytes(
             raise ArtifactError(
                 f"{where}: devices[{i}] ({device.kind}) options are invalid: {exc.errors()[0]['msg']}"
             ) from None
+    for required in ("graph.json", "report.json"):
+        if required not in members:
+            raise ArtifactError(f"{where}: member {required!r} is missing")
     try:
-        doc = json.loads(members["graph.json"])
+        # graph_from_json bounds the graph's own nesting (bodies, attributes) as it decodes
+        doc = load_json(members["graph.json"], f"{where}: graph.json", ArtifactError, max_depth=None)
         arrays = {}
         for name, blob in members.items():
             if name.startswith("constants/") and name.endswith(".npy"):
-                arrays[name[len("constants/") : -len(".npy")]] = np.load(io.BytesIO(blob), allow_pickle=False)
+                arrays[name[len("constants/") : -len(".npy")]] = load_npy(
+                    blob, f"{where}: member {name!r}", ArtifactError
+                )
         graph = graph_from_json(doc, arrays)
-        report = Report.from_json(json.loads(members["report.json"]))
+        report = Report.from_json(load_json(members["report.json"], f"{where}: report.json", ArtifactError))
+    except ArtifactError:
+        raise
     except AccelError as exc:
         raise ArtifactError(f"{where}: the host graph cannot be read: {exc}") from None
-    except (KeyError, ValueError, TypeError) as exc:
+    except Exception as exc:  # any other failure to decode a member is still a malformed artifact
         raise ArtifactError(f"{where}: a member cannot be read: {type(exc).__name__}: {exc}") from None
     blobs = {}
     calls = {n.name: n.attrs.get("compiler") for n in graph.nodes if n.op == CALL_OP and "compiler" in n.attrs}
     for part in manifest.partitions:
         if calls.get(part.name) != part.backend:
             raise ArtifactError(f"{where}: partition {part.name!r} ({part.backend}) is not in the host graph")
+        if part.blob not in members or not part.blob.startswith("partitions/"):
+            raise ArtifactError(f"{where}: partition {part.name!r} names blob {part.blob!r}, which is not a member")
+        if part.name in blobs:
+            raise ArtifactError(f"{where}: partition {part.name!r} is listed twice in the manifest")
         blobs[part.name] = members[part.blob]
     if set(calls) != set(blobs):
         raise ArtifactError(f"{where}: the host graph has partitions without blobs")
@@ -266,23 +290,38 @@ def artifact_from_bytes(
 
 
 def _read_members(data: bytes, where: str) -> dict[str, bytes]:
+    """Every member's bytes. Sizes come from the zip's directory, so each is checked against what the
+    writer makes (stored, not compressed: a member is exactly as large as its bytes in the file)
+    before it is read; any defect of the container is an :class:`ArtifactError`."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
         raise ArtifactError(f"{where} is not an accel artifact (not a zip file, or truncated)") from None
+    except Exception as exc:  # NotImplementedError (zip version), ValueError, struct errors: a damaged header
+        raise ArtifactError(f"{where} is a damaged zip file ({type(exc).__name__}: {exc})") from None
     members: dict[str, bytes] = {}
     with zf:
         for info in zf.infolist():
+            name = info.filename
             if info.file_size > MAX_MEMBER_BYTES:
-                raise ArtifactError(f"{where}: member {info.filename!r} is too large ({info.file_size} bytes)")
-            if info.filename in members:
-                raise ArtifactError(f"{where}: member {info.filename!r} appears twice")
+                raise ArtifactError(f"{where}: member {name!r} is too large ({info.file_size} bytes)")
+            if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+                raise ArtifactError(
+                    f"{where}: member {name!r} is compressed; accel writes artifact members stored, "
+                    "so this file was made or changed by something else"
+                )
+            if info.header_offset + info.file_size > len(data):
+                raise ArtifactError(
+                    f"{where}: member {name!r} declares {info.file_size} bytes past the end of the file"
+                )
+            if name in members:
+                raise ArtifactError(f"{where}: member {name!r} appears twice")
             try:
-                members[info.filename] = zf.read(info)
+                members[name] = zf.read(info)
             except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-                raise ArtifactError(f"{where}: member {info.filename!r} is corrupted ({exc})") from None
-            except Exception as exc:  # zlib errors and the like: still a corrupt file
-                raise ArtifactError(f"{where}: member {info.filename!r} cannot be read ({exc})") from None
+                raise ArtifactError(f"{where}: member {name!r} is corrupted ({exc})") from None
+            except Exception as exc:  # NotImplementedError, zlib errors and the like: still a corrupt file
+                raise ArtifactError(f"{where}: member {name!r} cannot be read ({type(exc).__name__}: {exc})") from None
     if MANIFEST not in members:
         raise ArtifactError(f"{where} is not an accel artifact (no {MANIFEST})")
     return members
@@ -293,12 +332,12 @@ def load(path: str | os.PathLike[str]) -> Executable:
     return read_artifact(path).executable()
 
 
-def is_artifact(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` looks like an artifact (a zip with a manifest), without verifying it."""
+def is_artifact(path: str | os.PathLike[str] | bytes) -> bool:
+    """Whether ``path`` (or these bytes) looks like an artifact (a zip with a manifest), without verifying it."""
     try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(io.BytesIO(path) if isinstance(path, bytes) else path) as zf:
             return MANIFEST in zf.namelist()
-    except (OSError, zipfile.BadZipFile):
+    except Exception:  # any file that does not open as a zip is not an artifact
         return False
 
 

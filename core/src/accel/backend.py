@@ -32,7 +32,6 @@ core never trusts a plugin's return value blindly.
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -224,36 +223,27 @@ def runtime_abi_version(module: ModuleType, backend: str = "") -> int:
 def count_work(node: Node) -> tuple[int, int]:
     """(operations, multiply-accumulates) of one node, for profitability.
 
-    MACs come from the op's ``macs`` hint; other compute ops count one
-    operation per output element (times the window of a pooling); pure data
-    movement (reshape, transpose, ...) counts zero.
+    From the op's traits (:mod:`accel.ops.registry`): ops that only move data
+    (``moves_data``) count zero; MACs come from the ``macs`` hint; operations
+    from the ``work`` hint (pooling counts its window), else one per output
+    element, and never fewer than the MACs. A call counts its body.
     """
     from accel.ir import CALL_OP
     from accel.ops.registry import OpContext, get_op
 
-    if node.op == CALL_OP and node.body is not None:
+    if node.op == CALL_OP:
         work = macs = 0
-        for inner in node.body.nodes:
+        for inner in node.body.nodes if node.body is not None else ():
             w, m = count_work(inner)
             work += w
             macs += m
         return work, macs
-    if node.op in DATA_MOVEMENT_OPS:
-        return 0, 0
     opdef = get_op(node.op)
-    out_elems = sum(v.type.size for v in node.outputs)
-    if opdef.macs is not None:
-        m = int(opdef.macs(OpContext.of(node)))
-        return max(m, out_elems), m
-    window = node.attrs.get("pool_size")
-    if window is not None:
-        return out_elems * math.prod(window), 0
-    if node.op in ("nn.global_avg_pool2d", "nn.global_max_pool2d", "mean"):
-        return sum(v.type.size for v in node.inputs[:1]), 0
-    return out_elems, 0
-
-
-#: Ops that only move or relabel data: a region of nothing else is not worth offloading.
-DATA_MOVEMENT_OPS = frozenset(
-    {"reshape", "transpose", "layout_transform", "concatenate", "split", "qnn.concatenate", "nn.depth_to_space"}
-)
+    if opdef.moves_data:
+        return 0, 0
+    if opdef.macs is None and opdef.work is None:
+        return sum(v.type.size for v in node.outputs), 0
+    ctx = OpContext.of(node)
+    work = int(opdef.work(ctx)) if opdef.work is not None else sum(v.type.size for v in node.outputs)
+    macs = int(opdef.macs(ctx)) if opdef.macs is not None else 0
+    return max(work, macs), macs

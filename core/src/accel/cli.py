@@ -1,7 +1,8 @@
 """The ``accel`` command.
 
-Errors a user can cause print one line (``error: ...``) and exit with code 2;
-``--debug`` (before the command) shows the traceback instead.
+Errors a user can cause, usage errors included, print one line (``error: ...``)
+and exit with code 2; ``--debug`` (anywhere before ``--``) shows the traceback
+too, with the same exit code.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -54,12 +56,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors (anywhere on the line).")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    _state["debug"] = debug
+    _state["debug"] = _state["debug"] or debug
 
 
 def _load_model(model: Path) -> accel.Graph:
@@ -84,8 +88,18 @@ def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
     return inputs
 
 
+#: Largest total size of the random inputs ``accel run`` makes up (1 GiB).
+RANDOM_INPUT_BYTES = 1 << 30
+
+
 def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Random inputs matching the graph's signature (uniform [0, 1) for floats)."""
+    total = sum(v.type.nbytes for v in graph.inputs)
+    if total > RANDOM_INPUT_BYTES:
+        raise InputError(
+            f"the model's inputs take {total} bytes, more than random inputs are made for "
+            f"({RANDOM_INPUT_BYTES} bytes): give them with --input NAME=FILE.npy"
+        )
     rng = np.random.default_rng(seed)
     arrays = {}
     for v in graph.inputs:
@@ -101,11 +115,52 @@ def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _check_output(path: Optional[Path], option: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    if path is None:
+        return
+    where = f"{option} {str(path)!r}"
+    if path.is_dir():
+        raise InputError(f"{where} is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise InputError(f"{where}: folder {str(folder)!r} {what}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{where}: folder {str(folder)!r} is not writable")
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(graph: accel.Graph) -> None:
+    """Refuse to run a model one of whose tensors alone is larger than this machine's memory.
+
+    Allocating it would not fail cleanly: the kernel may kill the process instead.
+    """
+    limit = _physical_memory()
+    if limit is None:
+        return
+    values = [*graph.inputs, *(v for n in graph.walk() for v in n.outputs)]
+    big = max(values, key=lambda v: v.type.nbytes, default=None)
+    if big is not None and big.type.nbytes > limit:
+        raise InputError(
+            f"tensor {big.name!r} ({big.type}) takes {big.type.nbytes} bytes, more than this machine's "
+            f"memory ({limit} bytes): the model cannot run here"
+        )
+
+
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
     try:
         np.savez(tmp, allow_pickle=False, **arrays)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -118,6 +173,22 @@ def _timing(seconds: list[float]) -> str:
     return f"mean {ms.mean():.3f} ms, median {np.median(ms):.3f} ms, min {ms.min():.3f} ms over {len(ms)} runs"
 
 
+def artifact_summary(report: Any) -> str:
+    """One short line for a compiled model: partitions per backend and the host-op count.
+
+    The counts are the partition report's, the same figures ``accel compile``
+    prints, and the line stays short however many partitions there are.
+    """
+    host = len(report.host_nodes())
+    by_backend = report.by_backend()
+    if not by_backend:
+        return f"everything on the host, {host} host op(s)"
+    parts = ", ".join(
+        f"{len(ps)} on {backend} ({sum(len(p.nodes) for p in ps)} ops)" for backend, ps in by_backend.items()
+    )
+    return f"{len(report.partitions)} partition(s): {parts}; {host} host op(s)"
+
+
 def _load_runner(path: Path) -> tuple[Any, str]:
     """An executor for ``path``: a compiled artifact, or an ONNX model on the reference executor."""
     from accel.artifact import is_artifact, read_artifact
@@ -126,10 +197,7 @@ def _load_runner(path: Path) -> tuple[Any, str]:
         with err.status(f"loading {path.name} ...", spinner="dots"):
             artifact = read_artifact(path)
             executable = artifact.executable()
-        parts = artifact.partitions
-        where = ", ".join(f"{n} on {b}" for n, b in parts) if parts else "everything on the host"
-        host_ops = sum(1 for n in executable.graph.nodes if "compiler" not in n.attrs)
-        return executable, f"{path.name}: {len(parts)} partition(s) ({where}), {host_ops} host op(s)"
+        return executable, f"{path.name}: {artifact_summary(artifact.report)}"
     from accel.executor import ReferenceExecutor
 
     graph = _load_model(path)
@@ -163,7 +231,9 @@ def run(
             raise InputError("--input/--output need a MODEL; without one, run scores the embedded digits model")
         _run_default(repeat)
         return
+    _check_output(output, "--output")
     runner, headline = _load_runner(model)
+    _check_memory(runner.graph)
     inputs = _parse_inputs(input or []) if input else random_inputs(runner.graph, seed)
     times = []
     for _ in track(range(repeat), description="running", console=err, transient=True, disable=repeat < 5):
@@ -270,6 +340,8 @@ def compile(
         model = default_model_path(quantized=True)
     tgt = _target(backends, target)
     out_path = output if output is not None else Path(model.stem + ".accel")
+    _check_output(out_path, "--output")
+    _check_output(report, "--report")
     t0 = time.perf_counter()
     with err.status(f"compiling {model.name} for {tgt.describe()} ...", spinner="dots") as status:
 
@@ -280,6 +352,13 @@ def compile(
         artifact.save(out_path)
     elapsed = time.perf_counter() - t0
     print_report(artifact.report, out, verbose=verbose)
+    if tgt.devices and not artifact.report.partitions:
+        err.print(
+            f"warning: no node was offloaded to {', '.join(tgt.backend_names())}: the whole model runs on the "
+            "host (the table above says why each backend declined)",
+            markup=False,
+            soft_wrap=True,
+        )
     if report is not None:
         _write_text(report, report_to_html(artifact.report, f"{model.name} on {tgt.describe()}"))
         out.print(f"wrote {report}")
@@ -325,6 +404,7 @@ def inspect(
 
     if format not in ("text", "json", "html"):
         raise InputError(f"--format must be text, json or html, got {format!r}")
+    _check_output(output, "--output")
     if model.suffix == ".accel" or is_artifact(model):
         if backends or target:
             raise InputError("--backends/--target apply to a model; an artifact was compiled for its own target")
@@ -389,8 +469,9 @@ def backends(
     found = statuses()
     if not found:
         out.print(
-            "no backend plugins are installed: everything runs on the host. A backend is a pip-installable "
-            "plugin (entry point group accel.backends); see docs/plugins.md"
+            "no backend plugins are installed: everything runs on the host. A backend is a separate "
+            "pip-installable package that registers itself under the entry point group accel.backends; "
+            "install one and it is listed here"
         )
         return
     table = Table(title=f"backend plugins (this accel-core speaks runtime ABI {ABI_VERSION})")
@@ -413,25 +494,57 @@ def backends(
         out.print("(accel backends --verbose shows the tracebacks)")
 
 
+def _take_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Remove ``--debug`` wherever it stands before a ``--`` (before or after the command)."""
+    end = args.index("--") if "--" in args else len(args)
+    kept = [a for a in args[:end] if a != "--debug"]
+    return kept + args[end:], len(kept) != end
+
+
+def _usage_line(exc: Exception) -> str:
+    """A command-line usage error as one line, pointing at the command's --help."""
+    text = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "accel"
+    return f"error: {text} (see `{path} --help`)"
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Console entry point: one-line errors, exit code 2 for user errors."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
+    """Console entry point: one-line errors, exit code 2 for user errors (with or without --debug)."""
+    args, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
+    _state["debug"] = debug
+    if not args:
+        args = ["--help"]
     try:
-        return app(args=args, prog_name="accel")
+        return app(args=args, prog_name="accel", standalone_mode=False)
     except AccelError as exc:
         if debug:
-            raise
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            traceback.print_exc()
+        else:
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # click's usage errors (bad option, bad value): one line too
+        if debug:
+            traceback.print_exc()
+        err.print(_usage_line(exc), markup=False, highlight=False, soft_wrap=True)
+        sys.exit(int(getattr(exc, "exit_code", 2)))
+    except typer.Abort:
+        err.print("aborted", markup=False)
+        sys.exit(1)
+    except MemoryError as exc:  # a model or input larger than this machine can hold: not a bug
+        if debug:
+            traceback.print_exc()
+        err.print(f"error: not enough memory: {exc or 'an allocation failed'}", markup=False, soft_wrap=True)
+        sys.exit(2)
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
-            raise
-        err.print(
-            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-            markup=False,
-            soft_wrap=True,
-        )
+            traceback.print_exc()
+        else:
+            err.print(
+                f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                markup=False,
+                soft_wrap=True,
+            )
         sys.exit(1)
 
 

@@ -1,15 +1,34 @@
-"""The reference executor: runs a graph on the numpy reference kernels.
+"""The run core: a graph planned once, then run many times, by one loop.
 
-It is the host path of every compiled model and the oracle backends are tested
-against, so it is planned once and cheap per run: each node is bound to its
-kernel ahead of time (``OpDef.bind``, which lets kernels pre-pack constant
-weights), values live in numbered slots, and each slot is dropped after its
-last reader so peak memory follows liveness. ``run`` keeps all per-call state
-local, so one executor may be run from several threads at once.
+A :class:`Program` is the one place a graph becomes something that runs. It
+is planned once: values live in numbered slots, each node becomes a step, and
+each slot is dropped after its last reader so peak memory follows liveness.
+A step is one of two kinds:
+
+- a **host** step runs a numpy reference kernel bound to its node ahead of
+  time (``OpDef.bind``, which lets kernels pre-pack constant weights);
+  ``fn(*arrays)`` returns its outputs, checked against the node's types;
+- a **backend** step runs a partition on its backend's runtime handle;
+  ``fn(inputs, outputs)`` writes into buffers the program planned. Outputs
+  that never reach the caller share one arena, laid out by liveness (two
+  tensors share bytes only if their lifetimes do not overlap; a host op that
+  may return a view of its input keeps that input's bytes alive as long as
+  the view).
+
+Inputs are checked at one boundary (:meth:`Program.check_inputs`): names,
+shapes and dtypes, then converted to what every kernel and runtime expects
+(native byte order, aligned). ``run`` keeps all per-call state local and
+takes its arena from a pool, so one program may run from several threads.
+
+:class:`ReferenceExecutor` is a program of host steps only (partitions, too,
+run their bodies on the reference kernels): the oracle backends are tested
+against. :class:`accel.runtime.Executable` binds partitions to their
+backends' handles.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,143 +36,311 @@ from typing import Any
 
 import numpy as np
 
-from accel.errors import GraphError, InputError
+from accel.errors import BackendRuntimeError, GraphError, InputError
 from accel.ir import CALL_OP, Graph, Node, TensorType
 from accel.ops.registry import OpContext, get_op
+
+#: Byte alignment of arena tensors.
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class StepKind:
+    """What :func:`Program` binds a node to: a host kernel or a backend handle's ``run``."""
+
+    backend: bool  # False: fn(*arrays) -> array(s); True: fn(inputs, outputs) fills outputs
+    fn: Callable[..., Any]
+    label: str  # profile key and error prefix
 
 
 @dataclass(frozen=True)
 class _Step:
     node: Node
+    backend: bool
     fn: Callable[..., Any]
     ins: tuple[int, ...]
     outs: tuple[int, ...]
     out_types: tuple[TensorType, ...]
     out_dtypes: tuple[np.dtype, ...]  # numpy dtypes of out_types: compared without building names
     free: tuple[int, ...]
+    label: str
 
 
-class ReferenceExecutor:
-    """A graph bound to the reference kernels. ``run({name: array}) -> {name: array}``."""
+_NO_VIEWS: dict[int, np.ndarray] = {}
 
-    def __init__(self, graph: Graph):
+
+class Program:
+    """A graph planned for running: ``run({name: array}) -> {name: array}``.
+
+    ``bind(node)`` says how each node runs (a :class:`StepKind`); the default
+    binds every node to the reference kernels.
+    """
+
+    def __init__(self, graph: Graph, bind: Callable[[Node], StepKind] | None = None):
         graph.lint(check_types=False)
+        bind = bind or host_step
         self.graph = graph
         slot_of: dict[int, int] = {}
-        self._consts: list[tuple[int, np.ndarray]] = []
+        types: list[TensorType] = []
+        consts: list[tuple[int, np.ndarray]] = []
 
         def slot(v: Any) -> int:
             s = slot_of.get(id(v))
             if s is None:
-                s = slot_of[id(v)] = len(slot_of)
+                s = slot_of[id(v)] = len(types)
+                types.append(v.type)
                 if v.const is not None:
-                    self._consts.append((s, v.const))
+                    consts.append((s, v.const))
             return s
 
-        self._inputs = [(v.name, slot(v), v.type) for v in graph.inputs]
-        pending: list[tuple[Node, Callable[..., Any], tuple[int, ...], tuple[int, ...]]] = []
+        inputs = [slot(v) for v in graph.inputs]
+        pending: list[tuple[Node, StepKind, tuple[int, ...], tuple[int, ...]]] = []
         for node in graph.nodes:
             ins = tuple(slot(v) for v in node.inputs)
             outs = tuple(slot(v) for v in node.outputs)
-            pending.append((node, _bind(node), ins, outs))
-        self._outputs = [(v.name, slot(v)) for v in graph.outputs]
+            pending.append((node, bind(node), ins, outs))
+        outputs = [slot(v) for v in graph.outputs]
+        self._nslots = len(types)
+        self._types = types
+        self._consts = consts
+        self._inputs = inputs
+        self._outputs = outputs
+        self._input_types = [(v.name, v.type) for v in graph.inputs]
+        self.input_names = [v.name for v in graph.inputs]
+        self.output_names = [v.name for v in graph.outputs]
 
-        # Liveness: free a slot after its last reader, unless it is a graph output
-        # or a constant (constants are shared, never copied).
-        keep = {s for _, s in self._outputs} | {s for s, _ in self._consts}
-        last_use: dict[int, int] = {}
+        # Liveness: a slot is dropped after its last reader, unless the caller gets it
+        # (an output) or it is not ours to drop (a constant, a graph input).
+        n = len(pending)
+        keep = set(outputs) | {s for s, _ in consts} | set(inputs)
+        last = [-1] * self._nslots
         for i, (_, _, ins, outs) in enumerate(pending):
-            for s in ins + outs:
-                last_use[s] = i
-        frees: list[list[int]] = [[] for _ in pending]
-        for s, i in last_use.items():
-            if s not in keep:
-                frees[i].append(s)
+            for s in (*ins, *outs):
+                last[s] = i
+        frees: list[list[int]] = [[] for _ in range(n)]
+        for s in range(self._nslots):
+            if s not in keep and last[s] >= 0:
+                frees[last[s]].append(s)
         self._steps = [
             _Step(
                 node,
-                fn,
+                kind.backend,
+                kind.fn,
                 ins,
                 outs,
                 tuple(v.type for v in node.outputs),
                 tuple(v.type.np_dtype for v in node.outputs),
                 tuple(frees[i]),
+                kind.label,
             )
-            for i, (node, fn, ins, outs) in enumerate(pending)
+            for i, (node, kind, ins, outs) in enumerate(pending)
         ]
-        self._nslots = len(slot_of)
+        self._loop = [
+            (st.backend, st.fn, st.ins, st.outs, tuple(t.shape for t in st.out_types), st.out_dtypes, st.free, st)
+            for st in self._steps
+        ]
+        self._offsets, self._arena_size = self._plan_arena(last)
+        self._has_backend = any(s.backend for s in self._steps)
+        self._pool: list[dict[int, np.ndarray]] = []
+        self._pool_lock = threading.Lock()
 
+    def _plan_arena(self, last: list[int]) -> tuple[dict[int, int], int]:
+        """Arena offsets of the backend steps' outputs that never reach the caller."""
+        steps = self._steps
+        if not any(s.backend for s in steps):
+            return {}, 0
+        outputs = set(self._outputs)
+        # a host op's outputs may be views of its inputs: an input's bytes live as long as those outputs
+        end = list(last)
+        escapes = [s in outputs for s in range(self._nslots)]
+        for step in reversed(steps):
+            if step.backend:
+                continue
+            for s in step.ins:
+                for o in step.outs:
+                    end[s] = max(end[s], end[o])
+                    escapes[s] = escapes[s] or escapes[o]
+        defined = [-1] * self._nslots
+        for i, step in enumerate(steps):
+            for s in step.outs:
+                defined[s] = i
+        planned = [s for step in steps if step.backend for s in step.outs if not escapes[s]]
+        return _plan([(s, defined[s], end[s], self._types[s].nbytes) for s in planned])
+
+    # -- introspection -----------------------------------------------------------------
     @property
     def input_types(self) -> dict[str, TensorType]:
-        return {name: t for name, _, t in self._inputs}
+        return dict(self._input_types)
 
     @property
-    def output_names(self) -> list[str]:
-        return [name for name, _ in self._outputs]
+    def output_types(self) -> dict[str, TensorType]:
+        return {v.name: v.type for v in self.graph.outputs}
 
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the intermediate arena one run uses."""
+        return self._arena_size
+
+    @property
+    def partitions(self) -> list[Node]:
+        """The nodes that run on a backend handle."""
+        return [s.node for s in self._steps if s.backend]
+
+    # -- the input boundary ------------------------------------------------------------
     def check_inputs(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
-        """Validate names, shapes and dtypes; return the arrays in graph-input order."""
-        expected = {name for name, _, _ in self._inputs}
-        unknown = sorted(set(inputs) - expected)
+        """Validate names, shapes and dtypes; return the arrays in graph-input order.
+
+        Arrays in the other byte order are converted, misaligned ones copied:
+        past this point every array is native and aligned.
+        """
+        unknown = sorted(set(inputs) - set(self.input_names))
         if unknown:
-            raise InputError(
-                f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {_signature(self._inputs)}"
-            )
+            raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {self._signature()}")
         arrays = []
-        for name, _, t in self._inputs:
+        for name, t in self._input_types:
             if name not in inputs:
-                raise InputError(f"missing input {name!r}; the model takes {_signature(self._inputs)}")
+                raise InputError(f"missing input {name!r}; the model takes {self._signature()}")
             a = np.asarray(inputs[name])
             if a.dtype.name != t.dtype or tuple(a.shape) != t.shape:
                 raise InputError(
                     f"input {name!r} must be {t.dtype}[{','.join(map(str, t.shape))}], "
                     f"got {a.dtype.name}[{','.join(map(str, a.shape))}]"
                 )
+            if not a.dtype.isnative:
+                a = a.astype(a.dtype.newbyteorder("="))
+            elif not a.flags.aligned:
+                a = a.copy()
             arrays.append(a)
         return arrays
 
+    def _signature(self) -> str:
+        return ", ".join(f"{name}: {t.dtype}[{','.join(map(str, t.shape))}]" for name, t in self._input_types)
+
+    # -- running -----------------------------------------------------------------------
     def run(self, inputs: Mapping[str, Any], *, profile: dict[str, float] | None = None) -> dict[str, np.ndarray]:
-        """Run once. With ``profile`` (a dict), add each op's seconds to ``profile[op]``."""
+        """Run once. With ``profile`` (a dict), add each step's seconds to ``profile[label]``
+        (the op for a host step, ``backend:partition`` for a backend step)."""
         arrays = self.check_inputs(inputs)
         return dict(zip(self.output_names, self.run_positional(arrays, profile=profile)))
 
     def run_positional(self, arrays: list[np.ndarray], *, profile: dict[str, float] | None = None) -> list[np.ndarray]:
+        """Run on arrays already checked (:meth:`check_inputs`), in graph-input order."""
+        if not self._has_backend:
+            return self._run(arrays, _NO_VIEWS, profile)
+        views = self._take_arena()
+        try:
+            return self._run(arrays, views, profile)
+        finally:
+            with self._pool_lock:
+                self._pool.append(views)
+
+    def _take_arena(self) -> dict[int, np.ndarray]:
+        with self._pool_lock:
+            if self._pool:
+                return self._pool.pop()
+        buf = np.empty(max(self._arena_size, 1), dtype=np.uint8)
+        views = {}
+        for s, off in self._offsets.items():
+            t = self._types[s]
+            views[s] = np.ndarray(t.shape, dtype=t.np_dtype, buffer=buf, offset=off)
+        return views  # each view keeps buf alive
+
+    def _run(
+        self, arrays: list[np.ndarray], views: dict[int, np.ndarray], profile: dict[str, float] | None
+    ) -> list[np.ndarray]:
         env: list[Any] = [None] * self._nslots
         for s, c in self._consts:
             env[s] = c
-        for (_, s, _), a in zip(self._inputs, arrays):
+        for s, a in zip(self._inputs, arrays):
             env[s] = a
-        for step in self._steps:
+        # plain tuples: unpacking them is cheaper than attribute lookups on every step
+        for backend, fn, ins, outs, shapes, dtypes, free, step in self._loop:
             t0 = time.perf_counter() if profile is not None else 0.0
-            result = step.fn(*[env[i] for i in step.ins])
-            if profile is not None:
-                profile[step.node.op] = profile.get(step.node.op, 0.0) + time.perf_counter() - t0
-            results = result if isinstance(result, (tuple, list)) else (result,)
-            if len(results) != len(step.outs):
-                raise GraphError(
-                    f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, expected {len(step.outs)}"
-                )
-            for s, r, t, dt in zip(step.outs, results, step.out_types, step.out_dtypes):
-                if r.dtype != dt or r.shape != t.shape:
+            if backend:
+                args = [_ready(env[i]) for i in ins]
+                buffers = []
+                for s, shape, dt in zip(outs, shapes, dtypes):
+                    out = views.get(s)
+                    if out is None:
+                        out = np.empty(shape, dtype=dt)
+                    buffers.append(out)
+                    env[s] = out
+                try:
+                    fn(args, buffers)
+                except (RuntimeError, ValueError) as exc:
+                    raise BackendRuntimeError(f"partition {step.label}: {exc}") from None
+            else:
+                result = fn(*[env[i] for i in ins])
+                results = result if isinstance(result, (tuple, list)) else (result,)
+                if len(results) != len(outs):
                     raise GraphError(
-                        f"kernel of {step.node.op} at node {step.node.name!r} returned "
-                        f"{r.dtype.name}[{','.join(map(str, r.shape))}], its type rule says {t}"
+                        f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, "
+                        f"expected {len(outs)}"
                     )
-                env[s] = r
-            for s in step.free:
+                for s, r, shape, dt in zip(outs, results, shapes, dtypes):
+                    if r.dtype != dt or r.shape != shape:
+                        t = self._types[s]
+                        raise GraphError(
+                            f"kernel of {step.node.op} at node {step.node.name!r} returned "
+                            f"{_dtype_text(r.dtype)}[{','.join(map(str, r.shape))}], its type rule says {t}"
+                        )
+                    env[s] = r
+            if profile is not None:
+                profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - t0
+            for s in free:
                 env[s] = None
-        return [env[s] for _, s in self._outputs]
+        return [env[s] for s in self._outputs]
 
 
-def _bind(node: Node) -> Callable[..., Any]:
+def _dtype_text(dt: np.dtype) -> str:
+    """A dtype's name, with its byte order when that is not the machine's (``float32`` reads the same in both)."""
+    if dt.isnative:
+        return dt.name
+    return f"{dt.name} ({'big' if dt.byteorder == '>' else 'little'}-endian)"
+
+
+def _ready(a: np.ndarray) -> np.ndarray:
+    """``a`` as a runtime reads it: C-contiguous and aligned (a host result may be a strided view)."""
+    flags = a.flags
+    if flags.c_contiguous and flags.aligned:
+        return a
+    return np.array(a, order="C")
+
+
+def host_step(node: Node) -> StepKind:
+    """A node bound to its reference kernel (a call: its body, run by a nested program)."""
     if node.op == CALL_OP:
         assert node.body is not None
-        inner = ReferenceExecutor(node.body)
-        return lambda *arrays: tuple(inner.run_positional(list(arrays)))
-    opdef = get_op(node.op)
-    ctx = OpContext.of(node)
-    return opdef.bind(ctx)
+        inner = Program(node.body)
+        return StepKind(False, lambda *arrays: tuple(inner.run_positional(list(arrays))), node.op)
+    return StepKind(False, get_op(node.op).bind(OpContext.of(node)), node.op)
 
 
-def _signature(inputs: list[tuple[str, int, TensorType]]) -> str:
-    return ", ".join(f"{name}: {t.dtype}[{','.join(map(str, t.shape))}]" for name, _, t in inputs)
+class ReferenceExecutor(Program):
+    """A graph bound to the reference kernels (partitions included): the oracle."""
+
+    def __init__(self, graph: Graph):
+        super().__init__(graph, host_step)
+
+
+def _plan(items: list[tuple[int, int, int, int]]) -> tuple[dict[int, int], int]:
+    """Offsets for ``(slot, first step, last step, bytes)`` so that live tensors never share bytes.
+
+    Greedy by size (largest first): each tensor goes to the lowest aligned
+    offset that does not overlap a placed tensor whose lifetime overlaps.
+    """
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
+    offsets: dict[int, int] = {}
+    total = 0
+    for s, start, stop, size in sorted(items, key=lambda x: (-x[3], x[1])):
+        size = (max(size, 1) + ALIGN - 1) // ALIGN * ALIGN
+        clashes = sorted((o, o + sz) for o, sz, a, b in placed if not (b < start or stop < a))
+        offset = 0
+        for lo, hi in clashes:
+            if offset + size <= lo:
+                break
+            offset = max(offset, hi)
+        placed.append((offset, size, start, stop))
+        offsets[s] = offset
+        total = max(total, offset + size)
+    return offsets, total

@@ -564,14 +564,18 @@ class _Partitioner:
                     reasons=reasons,
                     inputs=[v.name for v in node.inputs if v.const is None],
                     outputs=[v.name for v in node.outputs],
+                    composite_root=self.nodes[u].name if b >= 0 and u in self.composite else None,
                 )
             )
+        values = [*self.graph.inputs, *(v for node in self.nodes for v in node.outputs)]
+        types = {v.name: str(v.type) for v in values}
         return Report(
             target=[b.name for b in self.backends],
             nodes=nodes,
             partitions=partitions,
             graph_inputs=[v.name for v in self.graph.inputs],
             graph_outputs=[v.name for v in self.graph.outputs],
+            types=types,
         )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -261,7 +261,6 @@ def hook_names() -> list[str]:
     return sorted(n for n in dir(hookspecs) if n.startswith("accel_") and callable(getattr(hookspecs, n)))
 
 
-Registrar = Callable[[type[Backend]], None]
 __all__ = [
     "ENTRY_POINT_GROUP",
     "PluginError",

@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from accel.ir import Graph, Value
+if TYPE_CHECKING:
+    from accel.ir import Graph, Value
 
 
 def _value(v: Value) -> str:

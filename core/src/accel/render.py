@@ -5,9 +5,11 @@
 - :func:`print_report` is what ``accel compile`` and ``accel inspect`` print:
   partitions per backend, the ops left on the host grouped by (op, reasons),
   timings. Plain text when the console is not a terminal.
-- :func:`report_to_html` is one self-contained page (inline CSS and SVG, no
-  script): the graph laid out top to bottom, coloured by backend, with the
-  partition and host tables under it.
+- :func:`report_to_html` is one self-contained page (inline CSS, SVG and a
+  small script; nothing is fetched): the graph laid out top to bottom in
+  columns, coloured by backend, composites as one box, shapes on the edges,
+  with zoom/pan, search and collapsible partitions, and the partition and host
+  tables under it.
 
 Every string that comes from the model (node, value, partition names, reasons)
 is escaped: rich markup is never parsed from it and HTML is always escaped.
@@ -16,6 +18,9 @@ is escaped: rich markup is never parsed from it and HTML is always escaped.
 from __future__ import annotations
 
 import html
+import json
+import math
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,9 +34,11 @@ from rich.text import Text
 from accel.report import HOST, NodeReport, Report
 
 #: Above this many nodes the drawing has no edges (the layout still follows them).
-EDGE_LIMIT = 3000
+EDGE_LIMIT = 10000
 #: Above this many nodes the HTML page has no drawing, only the tables.
-DRAW_LIMIT = 10000
+DRAW_LIMIT = 20000
+#: An edge across more layers than this is drawn as two stubs, one at each end (click one to go to the other).
+LONG_EDGE = 6
 #: Grouped host-op rows shown by :func:`print_report` before "N more" (``verbose`` shows all).
 HOST_ROWS = 40
 
@@ -135,8 +142,9 @@ def _headline(report: Report, summary: dict[str, Any]) -> str:
 def report_to_json(report: Report) -> dict[str, Any]:
     """The report as plain JSON types, keys in a fixed order.
 
-    ``{"target", "nodes", "partitions", "summary", "timings", "graph_inputs", "graph_outputs"}``;
-    each node is ``{"name", "op", "backend", "partition", "composite", "reasons", "inputs", "outputs"}``,
+    ``{"target", "nodes", "partitions", "summary", "timings", "graph_inputs", "graph_outputs", "types"}``;
+    each node is ``{"name", "op", "backend", "partition", "composite", "composite_root", "reasons", "inputs",
+    "outputs"}``,
     each partition ``{"name", "backend", "nodes", "inputs", "outputs", "macs", "work", "transposes"}``.
     ``summary`` counts partitions, nodes, MACs, work and transposes per backend (target order) and the
     host ops (most frequent first). ``Report.from_json`` of the result equals the report.
@@ -151,6 +159,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
                 "backend": n.backend,
                 "partition": n.partition,
                 "composite": n.composite,
+                "composite_root": n.composite_root,
                 "reasons": dict(_ordered_reasons(n, order)),
                 "inputs": list(n.inputs),
                 "outputs": list(n.outputs),
@@ -174,6 +183,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "timings": {k: float(v) for k, v in report.timings.items()},
         "graph_inputs": list(report.graph_inputs),
         "graph_outputs": list(report.graph_outputs),
+        "types": dict(report.types),
     }
 
 
@@ -260,14 +270,19 @@ def print_report(report: Report, console: Console, *, verbose: bool = False) -> 
 
 # --------------------------------------------------------------------------- layout
 
+_ROW_H = 38  # the height of a layer: a composite's two-line box
 _NODE_H = 26
 _IO_H = 20
 _BEND_W = 8.0
-_LAYER_STEP = 64
+_LAYER_STEP = 76  # room under each box for the shapes of the values leaving it
 _GAP = 18
-_MARGIN = 30
+_COL_GAP = 90
+_MARGIN = 36
 _CHAR_W = 6.6  # average width of an 11px sans-serif character
+_SMALL_W = 5.6  # the same at 9.5px (shape labels, a composite's ops)
 _MAX_LABEL = 24
+#: Width : height the wrapped columns aim for (a landscape screen).
+_ASPECT = 1.6
 
 
 def _clip(s: str, n: int = _MAX_LABEL) -> str:
@@ -275,14 +290,31 @@ def _clip(s: str, n: int = _MAX_LABEL) -> str:
 
 
 @dataclass
+class _Box:
+    """What one box draws: a node, or every node of one composite instance."""
+
+    nodes: list[NodeReport]
+    composite: str | None = None
+    #: In the overview: the partition this box stands for (all its nodes).
+    partition: str | None = None
+
+    @property
+    def first(self) -> NodeReport:
+        return self.nodes[0]
+
+
+@dataclass
 class _Vertex:
     #: "node", "input", "output", or "bend" (where an edge crosses a layer).
     kind: str
     label: str
-    node: NodeReport | None = None
+    box: _Box | None = None
+    #: The second line of a composite's box: its ops.
+    sub: str = ""
     preds: list[int] = field(default_factory=list)
     succs: list[int] = field(default_factory=list)
     layer: int = 0
+    col: int = 0
     x: float = 0.0  # centre
     y: float = 0.0  # top
     w: float = _BEND_W
@@ -294,34 +326,111 @@ class _Drawing:
     verts: list[_Vertex]
     #: Every edge as the vertices it passes through, producer first, consumer last.
     edges: list[list[int]]
+    #: The values each (producer, consumer) edge carries.
+    values: dict[tuple[int, int], list[str]]
+    #: Per column: the y of its first row's top and of its last row's bottom.
+    columns: list[tuple[float, float]]
     width: float
     height: float
 
 
-def _build(report: Report) -> list[_Vertex]:
-    """Vertices for graph inputs, nodes and graph outputs, with producer -> consumer edges."""
+def _short_op(op: str) -> str:
+    return op.removeprefix("nn.").removeprefix("qnn.")
+
+
+def _boxes(report: Report, overview: bool = False) -> list[_Box]:
+    """One box per node, except that the nodes of one composite instance share a box.
+
+    An instance is named by ``composite_root``; a report without it (an older artifact)
+    groups connected nodes of the same partition and composite instead. In the ``overview``,
+    all the nodes of a partition share one box.
+    """
+    known = {p.name for p in report.partitions} if overview else set()
+    key: list[object] = []
+    parent: dict[int, int] = {}
+
+    def find(i: int) -> int:
+        while parent.get(i, i) != i:
+            parent[i] = parent.get(parent[i], parent[i])
+            i = parent[i]
+        return i
+
+    producer: dict[str, int] = {}
+    for i, n in enumerate(report.nodes):
+        if n.composite and n.partition is not None and n.composite_root is None:
+            for v in n.inputs:
+                j = producer.get(v)
+                if j is not None:
+                    m = report.nodes[j]
+                    if (m.composite, m.partition, m.composite_root) == (n.composite, n.partition, None):
+                        parent[find(i)] = find(j)
+        for v in n.outputs:
+            producer[v] = i
+    for i, n in enumerate(report.nodes):
+        if n.partition in known:
+            key.append(("partition", n.partition))
+        elif not n.composite or n.partition is None:
+            key.append(i)
+        elif n.composite_root is not None:
+            key.append((n.partition, n.composite, n.composite_root))
+        else:
+            key.append((n.partition, n.composite, find(i)))
+    boxes: dict[object, _Box] = {}
+    for n, k in zip(report.nodes, key):
+        box = boxes.get(k)
+        if box is None:
+            if n.partition in known:
+                boxes[k] = _Box([n], partition=n.partition)
+            else:
+                boxes[k] = _Box([n], n.composite if not isinstance(k, int) else None)
+        else:
+            box.nodes.append(n)
+    return list(boxes.values())
+
+
+def _build(report: Report, overview: bool = False) -> tuple[list[_Vertex], dict[tuple[int, int], list[str]]]:
+    """Vertices for graph inputs, boxes and graph outputs, with producer -> consumer edges and their values."""
     verts: list[_Vertex] = []
     producer: dict[str, int] = {}
     for name in report.graph_inputs:
         producer[name] = len(verts)
         verts.append(_Vertex("input", name))
-    first_node = len(verts)
-    for n in report.nodes:
-        for out in n.outputs:
-            producer[out] = len(verts)
-        verts.append(_Vertex("node", n.op, node=n))
-    consumers = [(i, n.inputs) for i, n in enumerate(report.nodes, first_node)]
+    consumers: list[tuple[int, list[str]]] = []
+    for box in _boxes(report, overview):
+        i = len(verts)
+        if box.partition is not None:
+            verts.append(_Vertex("node", box.partition, box=box, sub=_count_line(box.nodes)))
+        elif box.composite is not None:
+            sub = " · ".join(_short_op(n.op) for n in box.nodes)
+            verts.append(_Vertex("node", box.composite, box=box, sub=sub))
+        else:
+            verts.append(_Vertex("node", box.first.op, box=box))
+        inside = dict.fromkeys(out for n in box.nodes for out in n.outputs)
+        consumers.append((i, [name for n in box.nodes for name in n.inputs if name not in inside]))
+        for name in inside:
+            producer[name] = i
     consumers += [(len(verts) + k, [name]) for k, name in enumerate(report.graph_outputs)]
     verts += [_Vertex("output", name) for name in report.graph_outputs]
+    values: dict[tuple[int, int], list[str]] = {}
     for i, inputs in consumers:
-        for src in dict.fromkeys(producer[v] for v in inputs if v in producer):
-            if src != i:
+        for name in inputs:
+            src = producer.get(name)
+            if src is None or src == i:
+                continue
+            carried = values.get((src, i))
+            if carried is None:
+                values[(src, i)] = [name]
                 verts[i].preds.append(src)
                 verts[src].succs.append(i)
+            elif name not in carried:
+                carried.append(name)
     for v in verts:
-        text_w = len(_clip(v.label)) * _CHAR_W
-        v.w, v.h = (max(64.0, text_w + 20), _NODE_H) if v.kind == "node" else (max(40.0, text_w + 16), _IO_H)
-    return verts
+        if v.kind == "node":
+            text_w = max(len(_clip(v.label)) * _CHAR_W, len(_clip(v.sub, 40)) * _SMALL_W)
+            v.w, v.h = max(64.0, text_w + 20), (_ROW_H if v.sub else _NODE_H)
+        else:
+            v.w, v.h = max(40.0, len(_clip(v.label)) * _CHAR_W + 16), _IO_H
+    return verts, values
 
 
 def _topological(verts: list[_Vertex]) -> list[int]:
@@ -367,7 +476,7 @@ def _split_long_edges(verts: list[_Vertex]) -> list[list[int]]:
     for u, s in pairs:
         lo, hi = verts[u].layer, verts[s].layer
         route = [u]
-        if 1 < hi - lo <= budget + 1:
+        if 1 < hi - lo <= min(budget + 1, LONG_EDGE):
             budget -= hi - lo - 1
             for layer in range(lo + 1, hi):
                 route.append(len(verts))
@@ -440,25 +549,69 @@ def _place(verts: list[_Vertex], layers: list[list[int]]) -> None:
                 nb = verts[i].preds if down else verts[i].succs
                 want.append(sum(xs[j] for j in nb) / len(nb) if nb else xs[i])
             pack(k, want)
-    for k, layer in enumerate(layers):
-        for i in layer:
-            v = verts[i]
-            v.x, v.y = xs[i], _MARGIN + k * _LAYER_STEP + (_NODE_H - v.h) / 2
+    for i, x in enumerate(xs):
+        verts[i].x = x
 
 
-def _layout(report: Report) -> _Drawing:
-    """Longest-path layers top to bottom, barycentre order within layers, bends on long edges."""
-    verts = _build(report)
+def _column_breaks(verts: list[_Vertex], layers: list[list[int]]) -> list[int]:
+    """The first layer of every column: the layers wrapped into side-by-side columns.
+
+    The number of columns makes the drawing closest to :data:`_ASPECT`; each break moves,
+    within a quarter of a column, to where the fewest edges cross between two layers.
+    """
+    n = len(layers)
+    lo = [min((verts[i].x - verts[i].w / 2 for i in layer), default=0.0) for layer in layers]
+    hi = [max((verts[i].x + verts[i].w / 2 for i in layer), default=0.0) for layer in layers]
+    crossing = [sum(len(verts[i].preds) for i in layer) for layer in layers]
+    best, best_score = [0], float("inf")
+    most = max(1, n // 6)  # at least six layers in a column
+    tries = sorted({min(most, max(1, round(1.12**k))) for k in range(80)})
+    for cols in tries:
+        per = n / cols
+        window = max(1, int(per / 4))
+        starts = [0]
+        for j in range(1, cols):
+            ideal = round(j * per)
+            cands = range(max(starts[-1] + 1, ideal - window), min(n - 1, ideal + window) + 1)
+            if not cands:
+                break
+            starts.append(min(cands, key=lambda k: (crossing[k], abs(k - ideal))))
+        bounds = [*starts, n]
+        width = sum(max(hi[a:b]) - min(lo[a:b]) for a, b in pairwise(bounds)) + _COL_GAP * (len(starts) - 1)
+        height = max(b - a for a, b in pairwise(bounds)) * _LAYER_STEP
+        score = abs(math.log(max(width, 1.0) / height / _ASPECT))
+        if score < best_score:
+            best, best_score = starts, score
+    return best
+
+
+def _layout(report: Report, overview: bool = False) -> _Drawing:
+    """Longest-path layers top to bottom, barycentre order within layers, bends on long edges;
+    the layers are wrapped into columns so that a deep graph is drawn about as wide as tall.
+    The ``overview`` draws each partition as one box."""
+    verts, values = _build(report, overview)
     _assign_layers(verts)
     edges = _split_long_edges(verts)
     layers = _order_layers(verts)
     _place(verts, layers)
-    shift = _MARGIN - min((v.x - v.w / 2 for v in verts), default=0.0)
-    for v in verts:
-        v.x += shift
-    width = max((v.x + v.w / 2 for v in verts), default=0.0) + _MARGIN
-    height = 2 * _MARGIN + max(len(layers) - 1, 0) * _LAYER_STEP + _NODE_H
-    return _Drawing(verts, edges, width, height)
+    starts = _column_breaks(verts, layers) if layers else [0]
+    bounds = [*starts, len(layers)]
+    columns: list[tuple[float, float]] = []
+    x0 = float(_MARGIN)
+    for col, (a, b) in enumerate(pairwise(bounds)):
+        members = [i for layer in layers[a:b] for i in layer]
+        left = min(verts[i].x - verts[i].w / 2 for i in members)
+        right = max(verts[i].x + verts[i].w / 2 for i in members)
+        for k in range(a, b):
+            top = _MARGIN + (k - a) * _LAYER_STEP
+            for i in layers[k]:
+                v = verts[i]
+                v.col, v.x, v.y = col, v.x - left + x0, top + (_ROW_H - v.h) / 2
+        columns.append((float(_MARGIN), _MARGIN + (b - a - 1) * _LAYER_STEP + _ROW_H))
+        x0 += right - left + _COL_GAP
+    width = max(x0 - _COL_GAP + _MARGIN, 2 * _MARGIN)
+    height = max((bottom for _, bottom in columns), default=0.0) + _MARGIN
+    return _Drawing(verts, edges, values, columns, width, height)
 
 
 # --------------------------------------------------------------------------- HTML
@@ -471,20 +624,200 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8p
 .legend span { display: inline-block; margin-right: 18px; }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 3px; vertical-align: -1px;
           margin-right: 6px; border: 1px solid rgba(0,0,0,.25); }
-.drawing svg { display: block; margin: 0 auto; }
-.drawing { overflow: auto; max-height: 80vh; border: 1px solid #ddd; border-radius: 6px; background: #fff;
-           margin-top: 10px; }
+.toolbar { margin-top: 10px; display: flex; gap: 6px; align-items: center; flex-wrap: wrap; }
+.toolbar input { width: 22em; padding: 3px 6px; }
+.toolbar button { padding: 2px 9px; }
+#search-count { color: #555; min-width: 7em; }
+.drawing { height: 78vh; border: 1px solid #ddd; border-radius: 6px; background: #fff; margin-top: 6px;
+           overflow: hidden; position: relative; }
+.drawing:focus { outline: 2px solid #4e79a7; }
+.drawing svg { display: block; width: 100%; height: 100%; cursor: grab; user-select: none; }
+.drawing svg.panning { cursor: grabbing; }
+.hint { color: #777; font-size: 12px; margin: 4px 0 0; }
 .note { color: #666; font-style: italic; }
 table { border-collapse: collapse; background: #fff; }
 th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.reasons { white-space: pre-line; color: #444; }
 svg text { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }
-svg .node text { font-size: 11px; pointer-events: none; }
+svg .node text, svg .obox text { font-size: 11px; pointer-events: none; }
+svg .node text.ops, svg .obox text.ops { font-size: 9.5px; }
+svg .obox { cursor: pointer; }
 svg .io text { font-size: 10px; fill: #444; }
-svg .partition text { font-size: 10px; font-weight: 600; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
-svg .edge { fill: none; stroke: #8a8a8a; stroke-width: 1.1; }
+svg .plabel { font-size: 10px; font-weight: 600; paint-order: stroke; stroke: #fff; stroke-width: 3px;
+              cursor: pointer; }
+svg .edge path, svg .oedge path { fill: none; stroke: #8a8a8a; stroke-width: 1.1; }
+svg .edge path.stub, svg .oedge path.stub { stroke: #6a6a6a; cursor: pointer; }
+svg .edge text.shape, svg .oedge text.shape { font-size: 9.5px; fill: #666; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+svg .summary { display: none; cursor: pointer; }
+svg .summary text { font-size: 11px; } svg .summary text.name { font-weight: 600; }
+svg .partition.collapsed .summary { display: inline; }
+svg .partition.collapsed .member, svg .partition.collapsed .plabel { display: none; }
+svg.searching .node:not(.match) { opacity: .3; }
+svg .node.match rect { stroke: #d62728; stroke-width: 2.5; }
+svg .node.current rect { stroke: #000; stroke-width: 3.5; }
+svg .partition.match .outline rect { stroke-width: 4; }
+svg .partition.collapsed.has-match .summary rect.frame { stroke: #d62728; stroke-width: 3; }
 """
+
+# Zoom and pan (wheel, drag, keys), search, and collapsing partitions; no network, no globals.
+_SCRIPT = """
+(function () {
+  "use strict";
+  var box = document.getElementById("drawing"), svg = document.getElementById("graph");
+  if (!box || !svg) return;
+  var detail = document.getElementById("detail-view"), overview = document.getElementById("overview-view");
+  var active = detail, W = +detail.getAttribute("data-width"), H = +detail.getAttribute("data-height");
+  var view = {x: 0, y: 0, w: W, h: H};
+  function size() { var r = svg.getBoundingClientRect(); return {w: r.width || 1, h: r.height || 1}; }
+  function show() {
+    svg.setAttribute("viewBox", view.x + " " + view.y + " " + view.w + " " + view.h);
+  }
+  var last = size();
+  function fit() {
+    var s = last = size(), k = Math.max(W / s.w, H / s.h);
+    view.w = s.w * k; view.h = s.h * k;
+    view.x = (W - view.w) / 2; view.y = (H - view.h) / 2; show();
+  }
+  function zoom(factor, px, py) {
+    var s = size(), w = view.w / factor;
+    if (w < 40 || w > 40 * Math.max(W, H, s.w)) return;
+    if (px === undefined) { px = s.w / 2; py = s.h / 2; }
+    var ux = view.x + px / s.w * view.w, uy = view.y + py / s.h * view.h;
+    view.w = w; view.h = w * s.h / s.w;
+    view.x = ux - px / s.w * view.w; view.y = uy - py / s.h * view.h; show();
+  }
+  function pan(dx, dy) { var s = size(); view.x -= dx * view.w / s.w; view.y -= dy * view.h / s.h; show(); }
+  function centre(el) {
+    var b = el.getBBox(), s = size();
+    if (view.w > s.w) { view.w = s.w; view.h = s.h; }
+    view.x = b.x + b.width / 2 - view.w / 2; view.y = b.y + b.height / 2 - view.h / 2; show();
+  }
+  svg.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    var r = svg.getBoundingClientRect();
+    zoom(Math.exp(-e.deltaY * (e.deltaMode ? 0.05 : 0.0015)), e.clientX - r.left, e.clientY - r.top);
+  }, {passive: false});
+  var drag = null;
+  svg.addEventListener("pointerdown", function (e) {
+    if (e.button !== 0) return;
+    drag = {x: e.clientX, y: e.clientY, moved: false}; box.focus({preventScroll: true});
+  });
+  window.addEventListener("pointermove", function (e) {
+    if (!drag) return;
+    var dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 3) return;
+    drag.moved = true; svg.classList.add("panning");
+    pan(dx, dy); drag.x = e.clientX; drag.y = e.clientY;
+  });
+  window.addEventListener("pointerup", function () {
+    if (drag && drag.moved) svg.addEventListener("click", function (e) { e.stopPropagation(); }, {capture: true, once: true});
+    drag = null; svg.classList.remove("panning");
+  });
+  var keys = {"+": [1.25], "=": [1.25], "-": [0.8], "_": [0.8]};
+  box.addEventListener("keydown", function (e) {
+    var step = 60;
+    if (keys[e.key]) zoom(keys[e.key][0]);
+    else if (e.key === "0") fit();
+    else if (e.key === "ArrowLeft") pan(step, 0);
+    else if (e.key === "ArrowRight") pan(-step, 0);
+    else if (e.key === "ArrowUp") pan(0, step);
+    else if (e.key === "ArrowDown") pan(0, -step);
+    else return;
+    e.preventDefault();
+  });
+
+  function showView(v) {  // the drawing or the overview, fitted
+    if (!v || v === active) return;
+    active.setAttribute("display", "none"); v.removeAttribute("display"); active = v;
+    W = +v.getAttribute("data-width"); H = +v.getAttribute("data-height"); fit();
+  }
+  var parts = Array.prototype.slice.call(detail.querySelectorAll("g.partition"));
+  function collapse(p, on) { p.classList.toggle("collapsed", on); }
+  parts.forEach(function (p) {
+    p.querySelectorAll(".plabel, .summary").forEach(function (el) {
+      el.addEventListener("click", function () { collapse(p, !p.classList.contains("collapsed")); });
+    });
+  });
+  document.getElementById("collapse-all").addEventListener("click", function () {
+    if (overview) showView(overview); else parts.forEach(function (p) { collapse(p, true); });
+  });
+  document.getElementById("expand-all").addEventListener("click", function () {
+    parts.forEach(function (p) { collapse(p, false); }); showView(detail);
+  });
+  if (overview) overview.querySelectorAll("g.obox").forEach(function (el) {
+    el.addEventListener("click", function () {
+      var to = document.getElementById(el.getAttribute("data-target"));
+      showView(detail);
+      if (!to) return;
+      if (to.classList.contains("partition")) collapse(to, false);
+      centre(to);
+    });
+  });
+  document.getElementById("fit").addEventListener("click", fit);
+  document.getElementById("zoom-in").addEventListener("click", function () { zoom(1.25); });
+  document.getElementById("zoom-out").addEventListener("click", function () { zoom(0.8); });
+
+  var input = document.getElementById("search"), count = document.getElementById("search-count");
+  var items = Array.prototype.slice.call(detail.querySelectorAll("g.node")).map(function (el) {
+    return {el: el, text: (el.getAttribute("data-nodes") + " " + el.getAttribute("data-ops") + " " +
+                           (el.getAttribute("data-composite") || "")).toLowerCase()};
+  }).concat(parts.map(function (p) {
+    return {el: p, text: (p.getAttribute("data-partition") || "").toLowerCase()};
+  }));
+  var hits = [], at = -1;
+  function pick(k) {
+    if (!hits.length) return;
+    if (at >= 0) hits[at].classList.remove("current");
+    at = (k + hits.length) % hits.length;
+    var el = hits[at], p = el.closest ? el.closest("g.partition") : null;
+    if (p && el !== p) collapse(p, false);
+    el.classList.add("current"); centre(el);
+    count.textContent = (at + 1) + " of " + hits.length;
+  }
+  function search() {
+    showView(detail);
+    var q = input.value.trim().toLowerCase();
+    hits.forEach(function (el) { el.classList.remove("match", "current"); });
+    hits = []; at = -1;
+    svg.classList.toggle("searching", q.length > 0);
+    if (!q) { count.textContent = ""; return; }
+    items.forEach(function (it) { if (it.text.indexOf(q) >= 0) { it.el.classList.add("match"); hits.push(it.el); } });
+    parts.forEach(function (p) { p.classList.toggle("has-match", !!p.querySelector(".node.match")); });
+    count.textContent = hits.length ? hits.length + " found" : "no match";
+  }
+  input.addEventListener("input", search);
+  input.addEventListener("keydown", function (e) {
+    if (e.key === "Enter") { e.preventDefault(); pick(e.shiftKey ? at - 1 : at + 1); }
+    else if (e.key === "Escape") { input.value = ""; search(); box.focus(); }
+  });
+  document.getElementById("next").addEventListener("click", function () { pick(at + 1); });
+  document.getElementById("prev").addEventListener("click", function () { pick(at - 1); });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "/" && document.activeElement !== input) { e.preventDefault(); input.focus(); }
+  });
+  svg.querySelectorAll("path.stub").forEach(function (stub) {
+    stub.addEventListener("click", function () {
+      var to = document.getElementById(stub.getAttribute("data-go"));
+      if (!to || to.closest("g.view") !== active) return;
+      var p = to.closest("g.partition");
+      if (p) collapse(p, false);
+      if (at >= 0 && hits[at]) hits[at].classList.remove("current");
+      svg.querySelectorAll(".current").forEach(function (el) { el.classList.remove("current"); });
+      to.classList.add("current"); centre(to);
+    });
+  });
+  window.addEventListener("resize", function () {  // keep the zoom and the centre
+    var s = size(), k = view.w / last.w, cx = view.x + view.w / 2, cy = view.y + view.h / 2;
+    view.w = s.w * k; view.h = s.h * k; view.x = cx - view.w / 2; view.y = cy - view.h / 2;
+    last = s; show();
+  });
+  fit();
+})();
+"""
+
+#: Ids of the page's controls (the script finds them by these).
+CONTROL_IDS = ("search", "search-count", "prev", "next", "fit", "zoom-in", "zoom-out", "collapse-all", "expand-all")
 
 
 def _e(s: object) -> str:
@@ -508,79 +841,351 @@ def _tooltip(n: NodeReport, order: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _edge_path(verts: list[_Vertex], route: list[int]) -> str:
-    """A smooth path: vertical through each bend's layer, S-curves between layers."""
-    first = verts[route[0]]
-    points = [(first.x, first.y + first.h)]
-    for i in route[1:-1]:
-        b = verts[i]
-        points += [(b.x, b.y), (b.x, b.y + b.h)]
-    last = verts[route[-1]]
-    points.append((last.x, last.y))
-    d = [f"M{points[0][0]:.1f},{points[0][1]:.1f}"]
-    for k in range(1, len(points)):
-        (x1, y1), (x2, y2) = points[k - 1], points[k]
-        if k % 2 == 0:  # inside a bend's layer: straight down
-            d.append(f"L{x2:.1f},{y2:.1f}")
+def _box_tooltip(box: _Box, order: list[str]) -> str:
+    if box.composite is None:
+        return _tooltip(box.first, order)
+    head = [
+        f"composite {box.composite} ({len(box.nodes)} nodes)",
+        f"backend: {box.first.backend}",
+        f"partition: {box.first.partition or '-'}",
+    ]
+    return "\n".join(head + [f"  {n.name}: {n.op}" for n in box.nodes])
+
+
+_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
+_DTYPES = {"float32": "", "float16": "f16 ", "int8": "i8 ", "uint8": "u8 ", "int32": "i32 ", "int64": "i64 "}
+
+
+def _shape_label(type_text: str) -> str:
+    """``float32[1,64,56,56]`` -> ``1×64×56×56``; other dtypes keep a short prefix (``u8 1×8``)."""
+    m = _SHAPE.match(type_text)
+    if m is None:
+        return _clip(type_text, 20)
+    dtype, dims = m.groups()
+    prefix = _DTYPES.get(dtype, f"{dtype} ")
+    return prefix + ("×".join(dims.split(",")) if dims else "scalar")
+
+
+def _edge_paths(drawing: _Drawing, route: list[int], offset: float) -> tuple[str, str, str]:
+    """The edge's line (S-curves between layers, straight through each bend's layer), and its stubs.
+
+    An edge longer than :data:`LONG_EDGE` layers, or the part of an edge that wraps from the bottom of
+    one column to the top of the next, is drawn as two short stubs instead: one leaving its producer
+    (or the column) and one entering its consumer (``offset`` from the centre, so that the stubs into
+    one box stay apart). Returns ``(line, stubs out, stubs in)``, each an SVG path or ``""``.
+    """
+    verts, cols = drawing.verts, drawing.columns
+    line: list[str] = []
+    outs: list[str] = []
+    ins: list[str] = []
+    drawing_line = False
+    for a, b in pairwise(route):
+        va, vb = verts[a], verts[b]
+        if a != route[0]:  # a bend: straight down through its layer
+            if not drawing_line:
+                line.append(f"M{va.x:.1f},{va.y:.1f}")
+            line.append(f"L{va.x:.1f},{va.y + va.h:.1f}")
+            drawing_line = True
+        x1, y1, x2, y2 = va.x, va.y + va.h, vb.x, vb.y
+        if b == route[-1]:
+            x2 += offset
+        if va.col != vb.col or vb.layer - va.layer > 1:
+            wrap = va.col != vb.col and vb.layer - va.layer == 1  # to the next column's first layer
+            outs.append(f"M{x1:.1f},{y1:.1f} V{cols[va.col][1] + 14 if wrap else y1 + 14:.1f}")
+            ins.append(f"M{x2:.1f},{cols[vb.col][0] - 14 if wrap else y2 - 14:.1f} V{y2:.1f}")
+            drawing_line = False
+            continue
+        if not drawing_line:
+            line.append(f"M{x1:.1f},{y1:.1f}")
+        dy = max((y2 - y1) / 2, 12)
+        line.append(f"C{x1:.1f},{y1 + dy:.1f} {x2:.1f},{y2 - dy:.1f} {x2:.1f},{y2:.1f}")
+        drawing_line = True
+    return " ".join(line), " ".join(outs), " ".join(ins)
+
+
+def _node_svg(v: _Vertex, vid: str, colors: dict[str, str], order: list[str], cls: str, target: str = "") -> str:
+    """A box: ``cls`` is ``node`` (``node member`` inside a partition's group) in the drawing, ``obox``
+    in the overview, where ``target`` is the id of what the box stands for in the drawing."""
+    box = v.box
+    assert box is not None
+    n = box.first
+    fill = colors.get(n.backend, HOST_COLOR)
+    ink = _ink(fill)
+    attrs = f'id="{vid}" data-backend="{_e(n.backend)}"'
+    if target:
+        attrs += f' data-target="{target}"'
+    if box.partition is None:
+        attrs += f' data-nodes="{_e(json.dumps([m.name for m in box.nodes], ensure_ascii=False))}"'
+        attrs += f' data-ops="{_e(" ".join(m.op for m in box.nodes))}"'
+        tip = _box_tooltip(box, order)
+    else:
+        cls += " pbox"
+        attrs += f' data-partition="{_e(box.partition)}"'
+        tip = f"partition {box.partition} ({n.backend}), {_count_line(box.nodes)}\nclick to show its nodes"
+    if box.composite is not None:
+        cls += " composite"
+        attrs += f' data-composite="{_e(box.composite)}"'
+    if v.sub:
+        text = (
+            f'<text x="{v.x:.1f}" y="{v.y + 15:.1f}" text-anchor="middle" fill="{ink}">{_e(_clip(v.label))}</text>'
+            f'<text class="ops" x="{v.x:.1f}" y="{v.y + 29:.1f}" text-anchor="middle" fill="{ink}">'
+            f"{_e(_clip(v.sub, 40))}</text>"
+        )
+    else:
+        text = (
+            f'<text x="{v.x:.1f}" y="{v.y + v.h / 2 + 4:.1f}" text-anchor="middle" fill="{ink}">'
+            f"{_e(_clip(v.label))}</text>"
+        )
+    return (
+        f'<g class="{cls}" {attrs}><title>{_e(tip)}</title>'
+        f'<rect x="{v.x - v.w / 2:.1f}" y="{v.y:.1f}" width="{v.w:.1f}" height="{v.h:.1f}" rx="4" '
+        f'fill="{fill}" stroke="rgba(0,0,0,.35)"/>{text}</g>'
+    )
+
+
+def _wrap_words(text: str, width: int, lines: int) -> list[str]:
+    """``text`` in at most ``lines`` lines of at most ``width`` characters, the last one clipped."""
+    out: list[str] = []
+    for word in text.split(" "):
+        if out and len(out[-1]) + 1 + len(word) <= width:
+            out[-1] += " " + word
         else:
-            dy = max((y2 - y1) / 2, 12)
-            d.append(f"C{x1:.1f},{y1 + dy:.1f} {x2:.1f},{y2 - dy:.1f} {x2:.1f},{y2:.1f}")
-    return " ".join(d)
+            out.append(word)
+    keep = out[: max(lines, 1)]
+    if len(out) > len(keep):
+        keep[-1] += " …"
+    return [_clip(line, width) for line in keep]
 
 
-def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
+def _members(v: _Vertex) -> list[NodeReport]:
+    return v.box.nodes if v.box is not None else []
+
+
+def _op_counts(nodes: list[NodeReport]) -> str:
+    counts = Counter(_short_op(n.op) for n in nodes)
+    return " · ".join(f"{op} ×{k}" for op, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _count_line(nodes: list[NodeReport]) -> str:
+    """``12 nodes: conv2d ×8 · add ×2 · relu ×2``"""
+    return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: {_op_counts(nodes)}"
+
+
+def _edges_svg(report: Report, drawing: _Drawing, prefix: str) -> list[tuple[int, int, str]]:
+    """Every edge as ``(producer, consumer, its SVG content)``: the line or the stubs (which lead to
+    ``{prefix}{vertex}``), the values' names and types as its tooltip, and the shape of each value
+    once under its producer."""
+    verts = drawing.verts
+    out: list[tuple[int, int, str]] = []
+    labelled: set[tuple[int, str]] = set()
+    stubs_into: Counter[int] = Counter()
+    for route in drawing.edges:
+        src, dst = route[0], route[-1]
+        carried = drawing.values.get((src, dst), [])
+        title = "\n".join(f"{v}: {report.types.get(v, '?')}" for v in carried)
+        before = verts[route[-2]]
+        stubbed_end = before.col != verts[dst].col or verts[dst].layer - before.layer > 1
+        offset = 0.0
+        if stubbed_end:
+            k = stubs_into[dst]
+            stubs_into[dst] += 1
+            half = max(verts[dst].w / 2 - 6, 6.0)
+            offset = ((k + 1) // 2 * 6.0) % half * (1 if k % 2 else -1)
+        line, out_stub, in_stub = _edge_paths(drawing, route, offset)
+        arrow = ' marker-end="url(#arrow)"'
+        parts = [f"<title>{_e(title)}</title>"]
+        if line:
+            parts.append(f'<path d="{line}"{"" if stubbed_end else arrow}/>')
+        if out_stub:
+            parts.append(
+                f'<path class="stub" d="{out_stub}" data-go="{prefix}{dst}" marker-end="url(#dot)">'
+                f"<title>{_e(f'to {verts[dst].label} (click to go there)')}</title></path>"
+            )
+            parts.append(
+                f'<path class="stub" d="{in_stub}" data-go="{prefix}{src}"{arrow if stubbed_end else ""} '
+                f'marker-start="url(#dot)"><title>{_e(f"from {verts[src].label} (click to go there)")}</title></path>'
+            )
+        producer = verts[src]
+        dx = 6.0
+        for value in carried:
+            if (src, value) in labelled or value not in report.types:
+                continue
+            labelled.add((src, value))
+            label = _shape_label(report.types[value])
+            x, y = producer.x + dx, producer.y + producer.h + 12
+            parts.append(f'<text class="shape" x="{x:.1f}" y="{y:.1f}">{_e(label)}</text>')
+            dx += len(label) * _SMALL_W + 6
+        out.append((src, dst, "".join(parts)))
+    return out
+
+
+def _io_svg(v: _Vertex, vid: str) -> str:
+    return (
+        f'<g class="io {v.kind}" id="{vid}"><title>{_e(f"graph {v.kind}: {v.label}")}</title>'
+        f'<ellipse cx="{v.x:.1f}" cy="{v.y + v.h / 2:.1f}" rx="{v.w / 2:.1f}" ry="{v.h / 2:.1f}" '
+        f'fill="#ffffff" stroke="#777"/>'
+        f'<text x="{v.x:.1f}" y="{v.y + v.h / 2 + 3.5:.1f}" text-anchor="middle">{_e(_clip(v.label))}</text></g>'
+    )
+
+
+def _view(name: str, drawing: _Drawing, body: list[str], hidden: bool = False) -> str:
+    w, h = f"{drawing.width:.0f}", f"{drawing.height:.0f}"
+    return (
+        f'<g class="view" id="{name}-view" data-width="{w}" data-height="{h}" '
+        f'data-columns="{len(drawing.columns)}"{" display=" + chr(34) + "none" + chr(34) if hidden else ""}>\n'
+        + "\n".join(body)
+        + "\n</g>"
+    )
+
+
+def _detail_svg(report: Report, colors: dict[str, str], draw_edges: bool) -> tuple[_Drawing, list[str], dict[str, str]]:
+    """The drawing: edges between partitions, then one group per partition (outline, name, inner edges,
+    boxes, the box shown when collapsed), then host boxes and graph inputs/outputs. Also returns the
+    id of every host node's box."""
     drawing = _layout(report)
     verts = drawing.verts
     order = _backends(report)
+    part_of = {i: v.box.first.partition for i, v in enumerate(verts) if v.box is not None}
+    known = {p.name for p in report.partitions}
+
+    def group(i: int) -> str | None:
+        p = part_of.get(i)
+        return p if p in known else None
+
+    out: list[str] = []
+    inner: dict[str, list[str]] = {p.name: [] for p in report.partitions}
+    for src, dst, content in _edges_svg(report, drawing, "n") if draw_edges else []:
+        p_src, p_dst = group(src), group(dst)
+        if p_src is not None and p_src == p_dst:
+            inner[p_src].append(f'<g class="edge member">{content}</g>')
+        else:
+            out.append(f'<g class="edge">{content}</g>')
+
+    members: dict[str, list[int]] = {}
+    for i in range(len(verts)):
+        owner = group(i)
+        if owner is not None:
+            members.setdefault(owner, []).append(i)
+    by_name = {p.name: p for p in report.partitions}
+    for k, p in enumerate(report.partitions):
+        idx = members.get(p.name)
+        if not idx or by_name[p.name] is not p:
+            continue
+        c = colors.get(p.backend, HOST_COLOR)
+        segments: dict[int, list[_Vertex]] = {}
+        for i in idx:
+            segments.setdefault(verts[i].col, []).append(verts[i])
+        rects, summary, label = [], [], ""
+        nodes = [n for i in idx for n in _members(verts[i])]
+        counts = _count_line(nodes)
+        for j, (_col, vs) in enumerate(sorted(segments.items())):
+            x0 = min(v.x - v.w / 2 for v in vs) - 8
+            x1 = max(v.x + v.w / 2 for v in vs) + 8
+            y0 = min(v.y for v in vs) - 17
+            y1 = max(v.y + v.h for v in vs) + 8
+            geom = f'x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="10"'
+            rects.append(
+                f'<rect {geom} fill="{c}" fill-opacity="0.10" stroke="{c}" stroke-width="1.5" stroke-dasharray="5 3"/>'
+            )
+            chars = max(int((x1 - x0 - 16) / _CHAR_W), 8)
+            name = p.name if j == 0 else f"{p.name} (continued)"
+            lines = _wrap_words(counts, chars, int((y1 - y0 - 22) / 14))
+            summary.append(
+                f'<rect class="frame" {geom} fill="#ffffff" stroke="{c}" stroke-width="2"/>'
+                f'<rect {geom} fill="{c}" fill-opacity="0.25" stroke="none"/>'
+                f'<text class="name" x="{x0 + 8:.1f}" y="{y0 + 16:.1f}">{_e(_clip(name, chars))}</text>'
+                + "".join(
+                    f'<text x="{x0 + 8:.1f}" y="{y0 + 31 + 14 * r:.1f}">{_e(text)}</text>'
+                    for r, text in enumerate(lines)
+                )
+            )
+            label += (
+                f'<text class="plabel" x="{x0 + 8:.1f}" y="{y0 + 12:.1f}" fill="{c}">{_e(_clip(name, 40))}'
+                "<title>click to collapse</title></text>"
+            )
+        out.append(
+            f'<g class="partition" id="p{k}" data-partition="{_e(p.name)}" data-backend="{_e(p.backend)}">'
+            f"<title>{_e(f'{p.name} ({p.backend}), {counts}')}</title>"
+            f'<g class="outline member">{"".join(rects)}</g>{label}'
+        )
+        out += inner.get(p.name, [])
+        out += [_node_svg(verts[i], f"n{i}", colors, order, "node member") for i in idx]
+        out.append(f'<g class="summary"><title>{_e(p.name)}: click to expand</title>{"".join(summary)}</g></g>')
+
+    ids: dict[str, str] = {}
+    for i, v in enumerate(verts):
+        if v.box is not None and group(i) is None:
+            out.append(_node_svg(v, f"n{i}", colors, order, "node"))
+            ids[v.box.first.name] = f"n{i}"
+        elif v.kind in ("input", "output"):
+            out.append(_io_svg(v, f"n{i}"))
+    return drawing, out, ids
+
+
+def _overview_svg(
+    report: Report, colors: dict[str, str], draw_edges: bool, targets: dict[str, str]
+) -> tuple[_Drawing, list[str]]:
+    """Every partition as one box (its node and op counts), laid out like the drawing. A box's
+    ``data-target`` is the id of its partition's group, or of the host node's box, in the drawing."""
+    drawing = _layout(report, overview=True)
+    order = _backends(report)
+    group_of = {p.name: f"p{k}" for k, p in reversed(list(enumerate(report.partitions)))}
+    out = (
+        [f'<g class="oedge">{content}</g>' for _, _, content in _edges_svg(report, drawing, "o")] if draw_edges else []
+    )
+    for i, v in enumerate(drawing.verts):
+        if v.box is not None:
+            target = group_of[v.box.partition] if v.box.partition is not None else targets.get(v.box.first.name, "")
+            out.append(_node_svg(v, f"o{i}", colors, order, "obox", target))
+        elif v.kind in ("input", "output"):
+            out.append(_io_svg(v, f"o{i}"))
+    return drawing, out
+
+
+def _svg(report: Report, colors: dict[str, str], draw_edges: bool) -> str:
+    """The drawing, and with partitions, the overview (hidden until asked for) in one ``<svg>``."""
+    drawing, body, host_ids = _detail_svg(report, colors, draw_edges)
     w, h = f"{drawing.width:.0f}", f"{drawing.height:.0f}"
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" viewBox="0 0 {w} {h}" data-width="{w}" '
+        f'data-height="{h}" data-columns="{len(drawing.columns)}" role="img" aria-label="partitioned graph">',
         '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
-        'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#8a8a8a"/></marker></defs>',
+        'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#8a8a8a"/></marker>'
+        '<marker id="dot" viewBox="0 0 6 6" refX="3" refY="3" markerWidth="5" markerHeight="5">'
+        '<circle cx="3" cy="3" r="2.4" fill="#ffffff" stroke="#8a8a8a"/></marker></defs>',
+        _view("detail", drawing, body),
     ]
-
-    # Partitions: a rounded outline around their nodes, behind everything else.
-    where = {v.node.name: v for v in verts if v.node is not None}
-    for p in report.partitions:
-        members = [where[name] for name in p.nodes if name in where]
-        if not members:
-            continue
-        x0 = min(v.x - v.w / 2 for v in members) - 8
-        x1 = max(v.x + v.w / 2 for v in members) + 8
-        y0 = min(v.y for v in members) - 17
-        y1 = max(v.y + v.h for v in members) + 8
-        c = colors.get(p.backend, HOST_COLOR)
-        out.append(
-            f'<g class="partition"><rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" '
-            f'rx="10" fill="{c}" fill-opacity="0.10" stroke="{c}" stroke-width="1.5" stroke-dasharray="5 3"/>'
-            f'<text x="{x0 + 8:.1f}" y="{y0 + 12:.1f}" fill="{c}">{_e(_clip(p.name, 40))}</text>'
-            f"<title>{_e(f'{p.name} ({p.backend}, {len(p.nodes)} nodes)')}</title></g>"
-        )
-
-    if draw_edges:
-        out += [f'<path class="edge" d="{_edge_path(verts, r)}" marker-end="url(#arrow)"/>' for r in drawing.edges]
-
-    for v in verts:
-        label = _e(_clip(v.label))
-        if v.kind in ("input", "output"):
-            out.append(
-                f'<g class="io {v.kind}"><title>{_e(f"graph {v.kind}: {v.label}")}</title>'
-                f'<ellipse cx="{v.x:.1f}" cy="{v.y + v.h / 2:.1f}" rx="{v.w / 2:.1f}" ry="{v.h / 2:.1f}" '
-                f'fill="#ffffff" stroke="#777"/>'
-                f'<text x="{v.x:.1f}" y="{v.y + v.h / 2 + 3.5:.1f}" text-anchor="middle">{label}</text></g>'
-            )
-        elif v.node is not None:
-            n = v.node
-            fill = colors.get(n.backend, HOST_COLOR)
-            out.append(
-                f'<g class="node" data-backend="{_e(n.backend)}"><title>{_e(_tooltip(n, order))}</title>'
-                f'<rect x="{v.x - v.w / 2:.1f}" y="{v.y:.1f}" width="{v.w:.1f}" height="{v.h:.1f}" rx="4" '
-                f'fill="{fill}" stroke="rgba(0,0,0,.35)"/>'
-                f'<text x="{v.x:.1f}" y="{v.y + v.h / 2 + 4:.1f}" text-anchor="middle" fill="{_ink(fill)}">'
-                f"{label}</text></g>"
-            )
+    if any(n.partition in {p.name for p in report.partitions} for n in report.nodes):
+        overview, obody = _overview_svg(report, colors, draw_edges, host_ids)
+        out.append(_view("overview", overview, obody, hidden=True))
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _toolbar() -> str:
+    return (
+        '<div class="toolbar">'
+        '<input id="search" type="search" placeholder="search a node name, op or partition  ( / )" '
+        'aria-label="search">'
+        '<span id="search-count"></span>'
+        '<button id="prev" title="previous match (shift+enter)">&#9650;</button>'
+        '<button id="next" title="next match (enter)">&#9660;</button>'
+        '<button id="fit" title="whole graph (0)">fit</button>'
+        '<button id="zoom-in" title="zoom in (+)">+</button>'
+        '<button id="zoom-out" title="zoom out (-)">&#8722;</button>'
+        '<button id="collapse-all" title="every partition as one box, drawn compactly">collapse partitions</button>'
+        '<button id="expand-all" title="every node">expand partitions</button>'
+        "</div>"
+    )
+
+
+_HINT = (
+    "Wheel or +/- zooms, drag or the arrow keys pan, 0 fits the whole graph. Click a partition's name "
+    "to collapse it in place into one box with its op counts (click the box to expand it); 'collapse "
+    "partitions' redraws the graph with every partition as one box (click one to see its nodes). Enter "
+    "in the search field steps through the matches. Hover a box for its nodes and reasons, an edge for "
+    "its values; click a stub to go to the other end of its edge."
+)
 
 
 def _table(head: Iterable[str], rows: Iterable[Iterable[str]], classes: dict[int, str] | None = None) -> str:
@@ -599,12 +1204,16 @@ def _swatch(color: str) -> str:
 
 
 def report_to_html(report: Report, title: str) -> str:
-    """One self-contained HTML page: legend, graph drawing (inline SVG), partition and host tables.
+    """One self-contained HTML page: legend, graph drawing (inline SVG and script), partition and host tables.
 
-    Each node is a box labelled with its op and filled with its backend's colour (grey on the host),
-    with a ``<title>`` tooltip: name, backend, partition, composite and every backend's reason to
-    decline it. Partitions are dashed rounded outlines named at their top-left corner. Above
-    :data:`EDGE_LIMIT` nodes the edges are left out, above :data:`DRAW_LIMIT` the drawing.
+    Each node is a box labelled with its op and filled with its backend's colour (grey on the host);
+    the nodes of one composite instance share one box labelled with the composite and its ops. Every
+    box has a ``<title>`` tooltip: names, backend, partition, composite and every backend's reason to
+    decline the node. Edges carry the shapes of their values. A partition is one ``<g>``: a dashed
+    outline named at its top-left corner, its boxes and inner edges, and the box shown when it is
+    collapsed (its op counts). Deep graphs wrap into columns. A small inline script (no network)
+    zooms and pans (wheel, drag, keys), searches node names, ops and partitions, and collapses
+    partitions. Above :data:`EDGE_LIMIT` nodes the edges are left out, above :data:`DRAW_LIMIT` the drawing.
     """
     summary = _summary(report)
     colors = backend_colors(report)
@@ -617,12 +1226,18 @@ def report_to_html(report: Report, title: str) -> str:
     ]
 
     n_nodes = len(report.nodes)
+    script = False
     if n_nodes > DRAW_LIMIT:
         body.append(f'<p class="note">The drawing is omitted: {n_nodes} nodes (more than {DRAW_LIMIT}).</p>')
     elif n_nodes or report.graph_inputs or report.graph_outputs:
         if n_nodes > EDGE_LIMIT:
             body.append(f'<p class="note">Edges are omitted: {n_nodes} nodes (more than {EDGE_LIMIT}).</p>')
-        body.append(f'<div class="drawing">{_svg(report, colors, n_nodes <= EDGE_LIMIT)}</div>')
+        body.append(_toolbar())
+        body.append(
+            f'<div class="drawing" id="drawing" tabindex="0">{_svg(report, colors, n_nodes <= EDGE_LIMIT)}</div>'
+        )
+        body.append(f'<p class="hint">{_e(_HINT)}</p>')
+        script = True
     else:
         body.append('<p class="note">The graph is empty.</p>')
 
@@ -659,6 +1274,8 @@ def report_to_html(report: Report, title: str) -> str:
         body.append(
             _table(("stage", "time"), ([_e(k), _e(_seconds(v))] for k, v in report.timings.items()), {1: "num"})
         )
+    if script:
+        body.append(f"<script>{_SCRIPT}</script>")
 
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

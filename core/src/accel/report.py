@@ -35,6 +35,8 @@ class NodeReport:
     #: Value names read and written (to draw the graph).
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    #: Name of the root node of its composite, one per composite instance (None outside composites).
+    composite_root: str | None = None
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Report:
     graph_outputs: list[str] = field(default_factory=list)
     #: Seconds spent in each stage (``"partition"``, ``"serialize"``, ...).
     timings: dict[str, float] = field(default_factory=dict)
+    #: Type of every value the nodes read or write, as text (``float32[1,64,56,56]``), to label edges.
+    types: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,6 +84,7 @@ class Report:
             graph_inputs=list(doc.get("graph_inputs", [])),
             graph_outputs=list(doc.get("graph_outputs", [])),
             timings=dict(doc.get("timings", {})),
+            types=dict(doc.get("types", {})),
         )
 
     def host_nodes(self) -> list[NodeReport]:

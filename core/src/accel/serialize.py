@@ -27,10 +27,13 @@ from typing import Any
 import numpy as np
 
 from accel.errors import AccelError, SerializationError
-from accel.ir import Graph, Node, QuantParams, TensorType, Value
+from accel.ir import DTYPES, Graph, Node, QuantParams, TensorType, Value
+from accel.limits import MAX_JSON_DEPTH, check_depth, json_depth, load_json
 
 FORMAT = "accel-graph"
 VERSION = 1
+#: Largest total of member sizes :func:`load_graph` accepts (16 GiB).
+MAX_GRAPH_FILE_BYTES = 1 << 34
 
 
 def type_to_json(t: TensorType) -> dict[str, Any]:
@@ -98,18 +101,19 @@ def graph_from_json(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph
             f"graph format version {doc.get('version')} is not supported (this accel reads {VERSION})"
         )
     try:
-        graph = _decode(doc, arrays)
+        graph = _decode(doc, arrays, 0)
         graph.lint()
     except AccelError as exc:
         if isinstance(exc, SerializationError):
             raise
         raise SerializationError(f"invalid graph document: {exc}") from exc
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise SerializationError(f"invalid graph document: {type(exc).__name__}: {exc}") from exc
     return graph
 
 
-def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
+def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> Graph:
+    check_depth(depth, "the graph document", SerializationError)
     values: dict[str, Value] = {}
     inputs = []
     for d in doc["inputs"]:
@@ -133,7 +137,9 @@ def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
             ins = [values[name] for name in d["inputs"]]
         except KeyError as exc:
             raise SerializationError(f"node {d.get('name')!r} reads undefined value {exc.args[0]!r}") from None
-        body = _decode(d["body"], arrays) if d.get("body") is not None else None
+        if json_depth(d["attrs"]) > MAX_JSON_DEPTH:
+            raise SerializationError(f"node {d.get('name')!r}: attributes nested more than {MAX_JSON_DEPTH} deep")
+        body = _decode(d["body"], arrays, depth + 1) if d.get("body") is not None else None
         outs = d["outputs"]
         node = Node(
             d["op"],
@@ -152,6 +158,35 @@ def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
     except KeyError as exc:
         raise SerializationError(f"graph output {exc.args[0]!r} is undefined") from None
     return Graph(inputs, outputs, nodes, doc["name"])
+
+
+def load_npy(blob: bytes, what: str, error: type[AccelError] = SerializationError) -> np.ndarray:
+    """An ``.npy`` member, its header checked before any array memory is taken.
+
+    Every problem is ``error`` naming ``what``. The header's dtype must be one the IR knows (never an object dtype), and
+    the bytes it declares must be exactly the bytes that follow it.
+    """
+    fp = io.BytesIO(blob)
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f"npy format version {version[0]}.{version[1]} is not written by accel")
+    except Exception as exc:  # ValueError and the like: a malformed header
+        raise error(f"{what} is not a valid .npy array ({exc})") from None
+    if dtype.hasobject or dtype.name not in DTYPES or fortran:
+        raise error(f"{what} holds a {dtype} array ({'Fortran' if fortran else 'C'} order), not an IR constant")
+    count = 1
+    for d in shape:
+        count *= int(d)
+    declared, present = count * dtype.itemsize, len(blob) - fp.tell()
+    if declared != present:
+        raise error(f"{what} declares {list(shape)} {dtype} ({declared} bytes) but holds {present} bytes")
+    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=fp.tell()).reshape(shape)
+    return arr.astype(dtype.newbyteorder("="))  # a copy, in this machine's byte order
 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
@@ -173,15 +208,23 @@ def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:
+    where = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as zf:
-            doc = json.loads(zf.read("graph.json"))
+            total = sum(info.file_size for info in zf.infolist())
+            if total > MAX_GRAPH_FILE_BYTES:
+                raise SerializationError(
+                    f"{where}: members declare {total} bytes, over the {MAX_GRAPH_FILE_BYTES} limit"
+                )
+            doc = load_json(zf.read("graph.json"), f"{where}: graph.json", SerializationError, max_depth=None)
             arrays = {}
             for name in zf.namelist():
                 if name.startswith("constants/") and name.endswith(".npy"):
-                    arrays[name[len("constants/") : -4]] = np.load(io.BytesIO(zf.read(name)), allow_pickle=False)
+                    arrays[name[len("constants/") : -4]] = load_npy(zf.read(name), f"{where}: {name}")
+    except SerializationError:
+        raise
     except FileNotFoundError:
-        raise SerializationError(f"{os.fspath(path)}: no such file") from None
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as exc:
-        raise SerializationError(f"{os.fspath(path)}: not a readable accel graph ({exc})") from None
+        raise SerializationError(f"{where}: no such file") from None
+    except Exception as exc:  # a damaged zip raises BadZipFile, NotImplementedError, zlib errors...
+        raise SerializationError(f"{where}: not a readable accel graph ({type(exc).__name__}: {exc})") from None
     return graph_from_json(doc, arrays)

@@ -14,7 +14,6 @@ value is an error naming the device and the key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from accel.backend import Backend
 from accel.errors import TargetError
+from accel.limits import load_json
 
 
 class Device(BaseModel):
@@ -72,13 +72,14 @@ class CompositeTarget(BaseModel):
     def from_file(cls, path: str | Path) -> CompositeTarget:
         path = Path(path)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            data = path.read_bytes()
         except FileNotFoundError:
             raise TargetError(f"target file {str(path)!r} does not exist") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TargetError(f"target file {str(path)!r} cannot be read: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise TargetError(f"target file {str(path)!r} is not valid JSON: {exc}") from None
+        except IsADirectoryError:
+            raise TargetError(f"target file {str(path)!r} is a folder") from None
+        except OSError as exc:
+            raise TargetError(f"target file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+        doc = load_json(data, f"target file {str(path)!r}", TargetError)
         return cls.parse(doc, where=str(path))
 
     # -- use -----------------------------------------------------------------------------

@@ -384,6 +384,9 @@ class _Encoder:
         for node in g.nodes:
             self.node(node)
         outputs = [self.known(v, "the graph's outputs") for v in g.outputs]
+        for v, tid in zip(g.outputs, outputs):
+            if tid in inputs or v.const is not None or len(set(outputs)) != len(outputs):
+                raise PartitionError(f"graph blob: graph output %{v.name} is a graph input, a constant or listed twice")
         t = self.t
         if len(t.records) > (1 << 32) - 1:
             raise PartitionError("graph blob: more than 2^32 - 1 tensors")
@@ -408,6 +411,8 @@ class _Encoder:
             if flags & QUANTIZED:
                 q = ty.quant
                 assert q is not None
+                if q.axis is not None and not (0 <= q.axis < ty.rank and q.scale.size == ty.shape[q.axis]):
+                    raise PartitionError(f"graph blob: %{name} ({ty}) has per-axis quantization that does not fit it")
                 tables.i32(-1 if q.axis is None else q.axis, f"%{name} quantization axis")
                 scale = np.asarray(q.scale, np.float32).reshape(-1)
                 if not all(math.isfinite(s) and s > 0 for s in scale.tolist()):

@@ -161,7 +161,8 @@ accel_sdk::GraphBlobSpec spec_of(const std::string& kind, std::uint32_t oldest, 
   for (auto [k, v] : limits) {
     const std::string key = py::str(k);
     auto& L = s.limits;
-    if (key == "max_tensors") L.max_tensors = v.cast<std::uint32_t>();
+    if (key == "max_table_bytes") L.max_table_bytes = v.cast<std::uint64_t>();
+    else if (key == "max_tensors") L.max_tensors = v.cast<std::uint32_t>();
     else if (key == "max_nodes") L.max_nodes = v.cast<std::uint32_t>();
     else if (key == "max_ids") L.max_ids = v.cast<std::uint32_t>();
     else if (key == "max_attrs") L.max_attrs = v.cast<std::uint32_t>();

@@ -9,7 +9,8 @@ Here every reference is checked before a single byte is read:
 - ``location`` is relative, has no ``..`` component and no NUL byte;
 - neither the file nor any folder between it and the base folder is a
   symbolic link, and the file is a regular file with a single hard link;
-- ``offset`` and ``length`` are non-negative integers inside the file.
+- ``offset`` and ``length`` are non-negative integers inside the file, and
+  the range is exactly as long as the tensor's type and shape require.
 
 The file is then opened with ``O_NOFOLLOW`` and re-checked through its open
 descriptor (same inode as the one checked), so a swap between check and read
@@ -24,16 +25,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
+from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, helper
 
 from accel.errors import ExternalDataError
 
 __all__ = [
     "ExternalRef",
     "check_tensor",
+    "expected_nbytes",
     "external_tensors",
     "load_external_data",
     "resolve_location",
+    "subgraph_depth",
     "uses_external_data",
 ]
 
@@ -50,40 +53,84 @@ class ExternalRef:
     st_ino: int
 
 
-def _iter_graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    for node in graph.node:
-        for attr in node.attribute:
-            yield from _iter_attr_tensors(attr)
+def _attr_graphs(attr: AttributeProto) -> list[GraphProto]:
+    graphs = [attr.g] if attr.HasField("g") else []
+    return [*graphs, *attr.graphs]
 
 
-def _iter_attr_tensors(attr: AttributeProto) -> Iterator[TensorProto]:
+def _attr_tensors(attr: AttributeProto) -> Iterator[TensorProto]:
     if attr.HasField("t"):
         yield attr.t
     yield from attr.tensors
-    if attr.HasField("sparse_tensor"):
-        yield attr.sparse_tensor.values
-        yield attr.sparse_tensor.indices
-    for sparse in attr.sparse_tensors:
-        yield sparse.values
-        yield sparse.indices
-    if attr.HasField("g"):
-        yield from _iter_graph_tensors(attr.g)
-    for g in attr.graphs:
-        yield from _iter_graph_tensors(g)
+    sparse = [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []
+    for sp in [*sparse, *attr.sparse_tensors]:
+        yield sp.values
+        yield sp.indices
+
+
+def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
+    """Every tensor of ``graph`` and its subgraphs, walked without recursion."""
+    pending = [graph]
+    while pending:
+        g = pending.pop()
+        yield from g.initializer
+        for sparse in g.sparse_initializer:
+            yield sparse.values
+            yield sparse.indices
+        for node in g.node:
+            for attr in node.attribute:
+                yield from _attr_tensors(attr)
+                pending.extend(_attr_graphs(attr))
+
+
+def subgraph_depth(graph: GraphProto) -> int:
+    """How deeply ``graph`` nests subgraphs (0: none), measured without recursion."""
+    deepest = 0
+    pending = [(graph, 0)]
+    while pending:
+        g, depth = pending.pop()
+        deepest = max(deepest, depth)
+        for node in g.node:
+            for attr in node.attribute:
+                pending.extend((sub, depth + 1) for sub in _attr_graphs(attr))
+    return deepest
 
 
 def external_tensors(model: ModelProto) -> list[TensorProto]:
     """Every tensor of the model (graph, subgraphs, functions) stored externally."""
-    tensors = list(_iter_graph_tensors(model.graph))
+    tensors = list(_graph_tensors(model.graph))
     for fn in model.functions:
         for node in fn.node:
             for attr in node.attribute:
-                tensors.extend(_iter_attr_tensors(attr))
+                tensors.extend(_attr_tensors(attr))
+                for g in _attr_graphs(attr):
+                    tensors.extend(_graph_tensors(g))
     return [t for t in tensors if t.data_location == TensorProto.EXTERNAL]
+
+
+#: Element types stored two to a byte.
+_PACKED_4BIT = {getattr(TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, n)}
+
+
+def expected_nbytes(tensor: TensorProto) -> int:
+    """The number of raw bytes ``tensor``'s type and dims call for (what its external data must hold)."""
+    dims = [int(d) for d in tensor.dims]
+    if any(d < 0 for d in dims):
+        raise ExternalDataError(f"tensor {tensor.name!r} has a negative dimension in {dims}")
+    n = 1
+    for d in dims:
+        n *= d
+    if tensor.data_type in _PACKED_4BIT:
+        return (n + 1) // 2
+    if tensor.data_type == TensorProto.STRING:
+        raise ExternalDataError(f"tensor {tensor.name!r}: string tensors cannot keep their data externally")
+    try:
+        itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        raise ExternalDataError(
+            f"tensor {tensor.name!r} has element type {tensor.data_type}, which has no known size"
+        ) from None
+    return n * itemsize
 
 
 def _entries(tensor: TensorProto) -> dict[str, str]:
@@ -192,6 +239,13 @@ def check_tensor(tensor: TensorProto, base_dir: str | os.PathLike[str]) -> Exter
         raise ExternalDataError(
             f"tensor {tensor.name!r}: external data range [{offset}, {offset + length}) is beyond the end "
             f"of {path.name!r} ({size} bytes)"
+        )
+    # Compared before a byte is read: a 4-float tensor must not pull in a whole multi-GB file.
+    need = expected_nbytes(tensor)
+    if length != need:
+        raise ExternalDataError(
+            f"tensor {tensor.name!r}: its type and shape need {need} bytes but its external data in "
+            f"{path.name!r} is {length} bytes long"
         )
     return ExternalRef(tensor.name, path, offset, length, st.st_dev, st.st_ino)
 

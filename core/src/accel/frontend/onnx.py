@@ -37,9 +37,10 @@ import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 from accel.errors import AccelError, ExternalDataError, GraphError, ModelError, UnsupportedOpError
-from accel.frontend.external_data import load_external_data
+from accel.frontend.external_data import load_external_data, subgraph_depth
 from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value, stable_topological_order
-from accel.ops.registry import OpContext, get_op, infer_node_types
+from accel.limits import MAX_FOLD_BYTES, check_depth, fmt_bytes
+from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
 
 __all__ = [
     "FOLD_ONLY_OPS",
@@ -93,6 +94,14 @@ class ConstantOperandRequired(UnsupportedOpError):
 def _parse(data: bytes, what: str) -> ModelProto:
     if len(data) == 0:
         raise ModelError(f"{what} is empty: not an ONNX model")
+    if data[:4] == b"PK\x03\x04":  # a zip: perhaps an artifact given where a model was expected
+        from accel.artifact import is_artifact
+
+        if is_artifact(data):
+            raise ModelError(
+                f"{what} is a compiled accel artifact, not an ONNX model: run it with `accel run` "
+                "(accel.load() in Python) or look inside with `accel inspect`; compile the original ONNX model"
+            )
     proto = ModelProto()
     try:
         proto.ParseFromString(data)
@@ -108,9 +117,14 @@ def load_model_proto(
 ) -> ModelProto:
     """Parse and check the container; inline external data. Returns a private copy."""
     if isinstance(model, ModelProto):
-        proto = ModelProto()
-        proto.CopyFrom(model)
         what = "the ModelProto"
+        if model.HasField("graph"):  # a file's nesting is bounded by the parser; a message's is not
+            check_depth(subgraph_depth(model.graph), what, ModelError)
+        proto = ModelProto()
+        try:
+            proto.CopyFrom(model)
+        except Exception as exc:  # protobuf refuses what it cannot copy (DecodeError and the like)
+            raise ModelError(f"{what} cannot be copied ({type(exc).__name__}: {exc})") from None
     elif isinstance(model, (bytes, bytearray, memoryview)):
         proto = _parse(bytes(model), "the model bytes")
         what = "the model bytes"
@@ -133,6 +147,7 @@ def load_model_proto(
 
     if not proto.HasField("graph"):
         raise ModelError(f"{what} has no graph: not an ONNX model, or a truncated one")
+    check_depth(subgraph_depth(proto.graph), what, ModelError)
     if proto.ir_version <= 0:
         raise ModelError(f"{what} has no ir_version: not an ONNX model, or a corrupt one")
     if not any(op.domain in ("", "ai.onnx") for op in proto.opset_import):
@@ -339,7 +354,12 @@ class _Importer:
         full, types = infer_node_types(op, [v.type for v in inputs], attrs, node=node_label)
         outs = list(outs or [])
         outs += [None] * (len(types) - len(outs))
-        if inputs and all(v.const is not None for v in inputs) and op not in _NO_FOLD:
+        if (
+            inputs
+            and all(v.const is not None for v in inputs)
+            and get_op(op).qdq is not Qdq.DEQUANTIZE
+            and _fold_fits(inputs, types)
+        ):
             arrays = self._fold(op, full, inputs, types)
             return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs, strict=False)]
         short = op.rsplit(".", 1)[-1]
@@ -448,7 +468,7 @@ class _Importer:
         shape = tuple(shape)
         if v.type.shape == shape:
             return v
-        if v.const is not None:
+        if v.const is not None and _fold_fits([v], [TensorType(shape, v.type.dtype)]):
             return self.const(np.broadcast_to(v.const, shape).copy())
         cur = self.reshape(v, (1,) * (len(shape) - v.type.rank) + v.type.shape)
         for axis, (d, t) in enumerate(zip(cur.type.shape, shape, strict=False)):
@@ -515,6 +535,13 @@ class _Importer:
         dims = tuple(int(d) for d in sp.dims)
         if any(d < 0 for d in dims) or _prod(dims) > MAX_ELEMENTS:
             raise ModelError(f"{what}: bad dense shape {list(dims)}")
+        dense_bytes = _prod(dims) * values.dtype.itemsize
+        stored = values.nbytes + indices.nbytes
+        if dense_bytes > MAX_FOLD_BYTES and dense_bytes > _SPARSE_EXPANSION * stored:
+            raise ModelError(
+                f"{what}: {stored} stored bytes expand to a {fmt_bytes(dense_bytes)} dense tensor {list(dims)}, "
+                f"over the {fmt_bytes(MAX_FOLD_BYTES)} limit for tensors more than {_SPARSE_EXPANSION}x sparser"
+            )
         dense = np.zeros(dims, dtype=values.dtype)
         n = values.size
         try:
@@ -734,8 +761,40 @@ def _label(node: NodeProto, index: int) -> str:
     return f"#{index} ({node.op_type} -> {outs})"
 
 
-# ops that must not fold even when all inputs are constant (see module doc)
-_NO_FOLD = frozenset({"qnn.dequantize"})
+#: A sparse initializer may expand this many times its stored bytes beyond :data:`MAX_FOLD_BYTES`.
+_SPARSE_EXPANSION = 64
+
+
+def _fold_fits(inputs: Sequence[Value], types: Sequence[TensorType]) -> bool:
+    """Whether folding may materialize results of ``types``: within :data:`MAX_FOLD_BYTES`, or no
+    larger than its largest constant input (a transposed or cast weight). Larger results stay ops,
+    computed at run time, so no constant bigger than the budget or than a given initializer is made."""
+    out = sum(t.nbytes for t in types)
+    return out <= MAX_FOLD_BYTES or out <= max((v.type.nbytes for v in inputs), default=0)
+
+
+def _check_fold_size(op: str, shape: Sequence[int], dtype: Any, label: str | None = None) -> None:
+    """Refuse a fold-only op whose result would exceed :data:`MAX_FOLD_BYTES`, before allocating it."""
+    nbytes = _prod(shape) * np.dtype(dtype).itemsize
+    if nbytes > MAX_FOLD_BYTES:
+        where = f"node {label}: " if label else ""
+        raise ModelError(
+            f"{where}{op} on constants would make a {fmt_bytes(nbytes)} tensor {list(shape)}, "
+            f"over the {fmt_bytes(MAX_FOLD_BYTES)} limit for values computed at import"
+        )
+
+
+def _check_fold_result(label: str, op: str, arrays: Sequence[np.ndarray]) -> None:
+    """Size a fold-only op's result from its operands' shapes before computing it."""
+    if op == "NonZero" and arrays:
+        x = arrays[0]
+        _check_fold_size(op, [x.ndim, int(np.count_nonzero(x))], np.int64, label)
+    elif op not in ("Range", "ReduceProd") and arrays:
+        try:
+            shape = np.broadcast_shapes(*(x.shape for x in arrays))
+        except ValueError:
+            return  # the op itself reports operands that do not broadcast
+        _check_fold_size(op, shape, max((x.dtype for x in arrays), key=lambda d: d.itemsize), label)
 
 
 def import_model(
@@ -1331,6 +1390,7 @@ def _attention(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     # the constant part of the bias, [B or 1, 1, S, L]
     npdt = np.dtype(dt)
     neg = npdt.type(-np.inf)
+    _check_fold_size("Attention's constant bias", (1, 1, s, kv_len), npdt, cv.label)
     bias = np.zeros((1, 1, s, kv_len), dtype=npdt)
     run_mask: Value | None = None
     if mask is not None:
@@ -1479,6 +1539,7 @@ def _trilu(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise ModelError(f"node {cv.label}: Trilu needs rank >= 2")
     rows, cols = x.type.shape[-2:]
     upper = a.int("upper", 1)
+    _check_fold_size("Trilu's band mask", (rows, cols), np.float64, cv.label)
     mask = np.triu(np.ones((rows, cols), dtype=bool), k) if upper else np.tril(np.ones((rows, cols), dtype=bool), k)
     if x.const is not None:
         return [cv.const(np.where(mask, x.const, np.zeros((), x.const.dtype)), out=node.output[0])]
@@ -1496,6 +1557,7 @@ def _eye_like(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise ModelError(f"node {cv.label}: EyeLike needs a 2-D input")
     dtype = _dtype(a.int("dtype"), f"EyeLike at node {cv.label}: dtype") if "dtype" in a else x.type.dtype
     rows, cols = x.type.shape
+    _check_fold_size("EyeLike", (rows, cols), dtype, cv.label)
     return [cv.const(np.eye(rows, cols, k=a.int("k", 0), dtype=dtype), out=node.output[0])]
 
 
@@ -1645,6 +1707,7 @@ def _dropout(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise cv.unsupported(node, "training-mode Dropout (random) is not supported; export for inference")
     outs: list[Value | None] = [x]
     if len(node.output) > 1 and node.output[1]:
+        _check_fold_size("Dropout's mask", x.type.shape, bool, cv.label)
         outs.append(cv.const(np.ones(x.type.shape, dtype=bool), out=node.output[1]))
     return outs
 
@@ -1867,7 +1930,8 @@ def _tile(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     reps = [int(r) for r in cv.need_const(node, ins, 1, "repeats").reshape(-1)]
     if len(reps) != x.type.rank or any(r < 0 for r in reps):
         raise ModelError(f"node {cv.label}: repeats {reps} must have one non-negative value per axis")
-    if x.const is not None:
+    tiled = TensorType(tuple(d * r for d, r in zip(x.type.shape, reps, strict=True)), x.type.dtype)
+    if x.const is not None and _fold_fits([x], [tiled]):
         return [cv.const(np.tile(x.const, reps), out=node.output[0])]
     if 0 in reps:
         raise cv.unsupported(node, "tiling to an empty tensor is not supported")
@@ -2024,6 +2088,7 @@ def _reduce(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
             raise cv.unsupported(node, "the mean of an empty set is not supported")
         else:
             fill = 0
+        _check_fold_size(op, shape, dt, cv.label)
         return [cv.const(np.full(shape, fill, dtype=dt), out=out)]
     if op in ("ReduceMax", "ReduceMin"):
         return [_reduce_extreme(cv, node, x, axes, keep, out)]
@@ -2131,7 +2196,13 @@ def _constant_of_shape(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> 
     fill = (
         cv.tensor_array(value, f"ConstantOfShape at node {cv.label}") if value is not None else np.zeros(1, np.float32)
     )
-    return [cv.const(np.full(dims, fill.reshape(-1)[0], dtype=fill.dtype), out=node.output[0])]
+    if fill.size != 1:
+        raise ModelError(f"node {cv.label}: ConstantOfShape's value must hold one element, it holds {fill.size}")
+    scalar = fill.reshape(())
+    if _fold_fits([], [TensorType(tuple(dims), scalar.dtype.name)]):
+        return [cv.const(np.full(dims, scalar, dtype=fill.dtype), out=node.output[0])]
+    # Too large to materialize at import: a broadcast of the scalar, run when the model runs.
+    return [_rename(cv, cv.broadcast_to(cv.const(scalar), dims), node.output[0])]
 
 
 @_op("Shape")
@@ -2165,6 +2236,7 @@ def _numpy_fold(fn: Callable[..., np.ndarray]) -> Handler:
                 )
         arrays = [None if v is None else v.const for v in ins]
         try:
+            _check_fold_result(cv.label, node.op_type, [x for x in arrays if x is not None])
             with np.errstate(all="ignore"):
                 result = fn(a, *arrays)
         except AccelError:
@@ -2182,8 +2254,7 @@ def _range(a: _Attrs, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -
     if d == 0:
         raise ModelError("Range with delta 0")
     n = max(math.ceil((lim - s) / d), 0)
-    if n > MAX_ELEMENTS:
-        raise ModelError(f"Range of {n} elements is too large")
+    _check_fold_size("Range", [n], start.dtype)
     return (s + np.arange(n) * d).astype(start.dtype) if n else np.zeros(0, dtype=start.dtype)
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from accel.errors import TypeInferenceError
-from accel.ir import TensorType
+from accel.ops.registry import OpContext
+from accel.tensor_types import TensorType
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 QUANT_DTYPES = ("uint8", "int8")
@@ -40,3 +42,33 @@ def layout_axes(layout: str) -> tuple[int, int, int]:
     """(channel, height, width) axis indices of a 4-D layout (NCHW or NHWC)."""
     expect(layout in ("NCHW", "NHWC"), f"layout {layout!r} must be NCHW or NHWC")
     return (1, 2, 3) if layout == "NCHW" else (3, 1, 2)
+
+
+# -- trait helpers (see accel.ops.registry) ------------------------------------------------
+
+
+def conv_channel_axes(attrs: Mapping[str, Any], rank: int) -> tuple[int, int | None]:
+    """A convolution's output channel axis and its weight's output-channel axis."""
+    return str(attrs["data_layout"]).index("C"), str(attrs["kernel_layout"]).index("O")
+
+
+def conv_transpose_channel_axes(attrs: Mapping[str, Any], rank: int) -> tuple[int, int | None]:
+    """As :func:`conv_channel_axes`; with groups the weight's O axis holds one group's channels: None."""
+    return str(attrs["data_layout"]).index("C"), (
+        str(attrs["kernel_layout"]).index("O") if attrs["groups"] == 1 else None
+    )
+
+
+def dense_channel_axes(attrs: Mapping[str, Any], rank: int) -> tuple[int, int | None]:
+    """``data @ weight.T``: channels are the output's last axis and the weight's first."""
+    return rank - 1, 0
+
+
+def pool_work(ctx: OpContext) -> int:
+    """A pooling reads its window once per output element."""
+    return ctx.out_types[0].size * math.prod(ctx.attrs["pool_size"])
+
+
+def input_work(ctx: OpContext) -> int:
+    """A reduction reads each input element once."""
+    return ctx.in_types[0].size

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from accel.ir import QuantParams, TensorType
 from accel.ops.common import FLOAT_DTYPES, broadcast_shapes, expect, normalize_axis
-from accel.ops.registry import REQUIRED, OpContext, register_op
+from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
 from accel.quant import along_axis
+from accel.tensor_types import QuantParams, TensorType
 
 # -- type-rule helpers ------------------------------------------------------------------
 
@@ -88,12 +88,21 @@ def _binary_rule(quant: str) -> Callable[..., TensorType]:
     return infer
 
 
-def _register_binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], quant: str, doc: str) -> None:
+def _register_binary(
+    name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], quant: str, doc: str, qnn: str | None = None
+) -> None:
     def kernel(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(fn(a, b), dtype=ctx.out_types[0].dtype)
 
     kernel.__doc__ = doc
-    register_op(name, infer=_binary_rule(quant), num_inputs=2)(kernel)
+    register_op(
+        name,
+        infer=_binary_rule(quant),
+        num_inputs=2,
+        layout=Layout.ELEMENTWISE,
+        qdq=Qdq.NONE if qnn is None else Qdq.INTEGER,
+        qnn=qnn,
+    )(kernel)
 
 
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -128,9 +137,9 @@ def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-_register_binary("add", np.add, "zero_point0", "a + b, numpy broadcasting.")
+_register_binary("add", np.add, "zero_point0", "a + b, numpy broadcasting.", qnn="qnn.add")
 _register_binary("subtract", np.subtract, "zero_point0", "a - b, numpy broadcasting.")
-_register_binary("multiply", np.multiply, "none", "a * b, numpy broadcasting.")
+_register_binary("multiply", np.multiply, "none", "a * b, numpy broadcasting.", qnn="qnn.mul")
 _register_binary("divide", _divide, "none", "a / b; integer division truncates toward zero (ONNX Div).")
 _register_binary("maximum", np.maximum, "same", "Elementwise max (NaN propagates).")
 _register_binary("minimum", np.minimum, "same", "Elementwise min (NaN propagates).")
@@ -156,7 +165,7 @@ def _relu_rule(attrs: Any, x: TensorType) -> TensorType:
     return x
 
 
-@register_op("nn.relu", infer=_relu_rule)
+@register_op("nn.relu", layout=Layout.ELEMENTWISE, qdq=Qdq.CLAMP, infer=_relu_rule)
 def relu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """max(x, 0); on quantized data max(q, zero_point), i.e. relu of the real values."""
     q = ctx.in_types[0].quant
@@ -180,7 +189,7 @@ def _leaky_relu_rule(attrs: Any, x: TensorType) -> TensorType:
     return x
 
 
-@register_op("nn.leaky_relu", infer=_leaky_relu_rule, attrs={"alpha": 0.01})
+@register_op("nn.leaky_relu", layout=Layout.ELEMENTWISE, infer=_leaky_relu_rule, attrs={"alpha": 0.01})
 def leaky_relu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """x if x >= 0 else alpha * x."""
     alpha = np.asarray(ctx.attrs["alpha"], dtype=x.dtype)
@@ -222,14 +231,16 @@ def _clip_into(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return out
 
 
-@register_op("clip", infer=_clip_rule, attrs={"a_min": REQUIRED, "a_max": REQUIRED})
+@register_op(
+    "clip", layout=Layout.ELEMENTWISE, qdq=Qdq.CLAMP, infer=_clip_rule, attrs={"a_min": REQUIRED, "a_max": REQUIRED}
+)
 def clip(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """min(max(x, a_min), a_max); on quantized data the bounds are stored (integer) values."""
     lo, hi = _clip_bounds(x.dtype, ctx.attrs["a_min"], ctx.attrs["a_max"])
     return _clip_into(x, lo, hi)
 
 
-@register_op("sigmoid", infer=_float_rule)
+@register_op("sigmoid", layout=Layout.ELEMENTWISE, infer=_float_rule)
 def sigmoid(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """1 / (1 + exp(-x)), evaluated as e / (1 + e) with e = exp(-|x|) so nothing overflows."""
     e = np.exp(-np.abs(x))
@@ -237,27 +248,27 @@ def sigmoid(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, one / (one + e), e / (one + e)).astype(x.dtype, copy=False)
 
 
-@register_op("tanh", infer=_float_rule)
+@register_op("tanh", layout=Layout.ELEMENTWISE, infer=_float_rule)
 def tanh(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """Hyperbolic tangent."""
     return np.asarray(np.tanh(x))
 
 
-@register_op("sqrt", infer=_float_rule)
+@register_op("sqrt", layout=Layout.ELEMENTWISE, infer=_float_rule)
 def sqrt(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """Square root (NaN for negative inputs, as ONNX Sqrt)."""
     with np.errstate(invalid="ignore"):
         return np.asarray(np.sqrt(x))
 
 
-@register_op("exp", infer=_float_rule)
+@register_op("exp", layout=Layout.ELEMENTWISE, infer=_float_rule)
 def exp(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """e ** x."""
     with np.errstate(over="ignore"):
         return np.asarray(np.exp(x))
 
 
-@register_op("abs", infer=_numeric_rule)
+@register_op("abs", layout=Layout.ELEMENTWISE, infer=_numeric_rule)
 def abs_(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """|x| (integers wrap at the minimum like numpy and ONNX Abs)."""
     return np.asarray(np.abs(x))
@@ -272,7 +283,7 @@ def _negative_rule(attrs: Any, x: TensorType) -> TensorType:
     return x
 
 
-@register_op("negative", infer=_negative_rule)
+@register_op("negative", layout=Layout.ELEMENTWISE, infer=_negative_rule)
 def negative(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """-x."""
     return np.asarray(np.negative(x))
@@ -365,7 +376,7 @@ def erf_erfc(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return erf, erfc
 
 
-@register_op("erf", infer=_float_rule)
+@register_op("erf", layout=Layout.ELEMENTWISE, infer=_float_rule)
 def erf(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """Gauss error function (fdlibm rational approximations in float64, rounded back)."""
     return np.asarray(erf_erfc(x)[0], dtype=x.dtype)
@@ -379,7 +390,7 @@ def _gelu_rule(attrs: Any, x: TensorType) -> TensorType:
     return x
 
 
-@register_op("nn.gelu", infer=_gelu_rule, attrs={"approximate": "none"})
+@register_op("nn.gelu", layout=Layout.ELEMENTWISE, infer=_gelu_rule, attrs={"approximate": "none"})
 def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """ONNX Gelu: x * Phi(x), exact (erf) or with the tanh approximation; float64 inside."""
     xd = x.astype(np.float64)
@@ -423,7 +434,7 @@ def _prepare_softmax(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     return run
 
 
-@register_op("nn.softmax", infer=_softmax_rule, attrs={"axis": -1}, prepare=_prepare_softmax)
+@register_op("nn.softmax", layout=Layout.AXIS, infer=_softmax_rule, attrs={"axis": -1}, prepare=_prepare_softmax)
 def softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) along ``axis`` (float16 is computed in float32)."""
     return _prepare_softmax(ctx)(x)

@@ -25,8 +25,16 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from accel.ir import TensorType
-from accel.ops.common import FLOAT_DTYPES, expect, normalize_axis
+from accel.ops.common import (
+    FLOAT_DTYPES,
+    conv_channel_axes,
+    conv_transpose_channel_axes,
+    dense_channel_axes,
+    expect,
+    input_work,
+    normalize_axis,
+    pool_work,
+)
 from accel.ops.geometry import (  # noqa: F401  (ConvGeometry, PoolGeometry, the layouts: still importable from here)
     DATA_LAYOUTS,
     KERNEL_LAYOUTS,
@@ -41,7 +49,8 @@ from accel.ops.geometry import (  # noqa: F401  (ConvGeometry, PoolGeometry, the
     conv2d_geometry,
     pool2d_geometry,
 )
-from accel.ops.registry import REQUIRED, OpContext, register_op
+from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
+from accel.tensor_types import TensorType
 
 Kernel = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
 
@@ -846,7 +855,16 @@ def conv2d_macs(ctx: OpContext) -> int:
 
 
 @register_op(
-    "nn.conv2d", infer=_infer_conv2d, attrs=CONV2D_ATTRS, num_inputs=2, prepare=_prepare_conv2d, macs=conv2d_macs
+    "nn.conv2d",
+    layout=Layout.CONV,
+    channel_axes=conv_channel_axes,
+    qdq=Qdq.LINEAR,
+    qnn="qnn.conv2d",
+    infer=_infer_conv2d,
+    attrs=CONV2D_ATTRS,
+    num_inputs=2,
+    prepare=_prepare_conv2d,
+    macs=conv2d_macs,
 )
 def conv2d(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """2-D cross-correlation with zero padding, groups, dilation; NCHW/NHWC data, four kernel layouts."""
@@ -885,6 +903,10 @@ def conv2d_transpose_macs(ctx: OpContext) -> int:
 
 @register_op(
     "nn.conv2d_transpose",
+    layout=Layout.CONV,
+    channel_axes=conv_transpose_channel_axes,
+    qdq=Qdq.LINEAR,
+    qnn="qnn.conv2d_transpose",
     infer=_infer_conv2d_transpose,
     attrs=CONV2D_TRANSPOSE_ATTRS,
     num_inputs=2,
@@ -915,7 +937,17 @@ def dense_macs(ctx: OpContext) -> int:
     return ctx.out_types[0].size * int(ctx.in_types[1].shape[1])
 
 
-@register_op("nn.dense", infer=_infer_dense, num_inputs=2, prepare=_prepare_dense, macs=dense_macs)
+@register_op(
+    "nn.dense",
+    layout=Layout.FIXED,
+    channel_axes=dense_channel_axes,
+    qdq=Qdq.LINEAR,
+    qnn="qnn.dense",
+    infer=_infer_dense,
+    num_inputs=2,
+    prepare=_prepare_dense,
+    macs=dense_macs,
+)
 def dense(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """``data @ weight.T`` (fully connected layer without bias)."""
     return _prepare_dense(ctx)(data, weight)
@@ -950,6 +982,7 @@ def _macs_batch_matmul(ctx: OpContext) -> int:
 
 @register_op(
     "nn.batch_matmul",
+    layout=Layout.FIXED,
     infer=_infer_batch_matmul,
     attrs={"transpose_a": False, "transpose_b": True},
     num_inputs=2,
@@ -1018,7 +1051,9 @@ def _prepare_bias_add(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.n
     return run
 
 
-@register_op("nn.bias_add", infer=_infer_bias_add, attrs={"axis": 1}, num_inputs=2, prepare=_prepare_bias_add)
+@register_op(
+    "nn.bias_add", layout=Layout.AXIS, infer=_infer_bias_add, attrs={"axis": 1}, num_inputs=2, prepare=_prepare_bias_add
+)
 def bias_add(ctx: OpContext, data: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """Add a per-channel bias along ``axis`` (integer accumulators wrap like their dtype)."""
     return _prepare_bias_add(ctx)(data, bias)
@@ -1036,7 +1071,9 @@ def _infer_batch_norm(attrs: Mapping[str, Any], data: TensorType, *params: Tenso
     return data.with_quant(None)
 
 
-@register_op("nn.batch_norm", infer=_infer_batch_norm, attrs={"axis": 1, "epsilon": 1e-5}, num_inputs=5)
+@register_op(
+    "nn.batch_norm", layout=Layout.AXIS, infer=_infer_batch_norm, attrs={"axis": 1, "epsilon": 1e-5}, num_inputs=5
+)
 def batch_norm(
     ctx: OpContext, data: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray
 ) -> np.ndarray:
@@ -1066,7 +1103,22 @@ def _infer_instance_norm(attrs: Mapping[str, Any], data: TensorType, gamma: Tens
     return data.with_quant(None)
 
 
-@register_op("nn.instance_norm", infer=_infer_instance_norm, attrs={"axis": 1, "epsilon": 1e-5}, num_inputs=3)
+def _instance_norm_layout(
+    attrs: Mapping[str, Any], x: TensorType, perm: tuple[int, ...]
+) -> tuple[Mapping[str, Any], tuple[int, ...]] | None:
+    """Any order that keeps the batch axis first: the channel axis is remapped."""
+    if perm[0] != 0:
+        return None
+    return {**attrs, "axis": perm.index(attrs["axis"] % len(perm))}, perm
+
+
+@register_op(
+    "nn.instance_norm",
+    layout=_instance_norm_layout,
+    infer=_infer_instance_norm,
+    attrs={"axis": 1, "epsilon": 1e-5},
+    num_inputs=3,
+)
 def instance_norm(ctx: OpContext, data: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """Normalize each (instance, channel) over the remaining axes, then scale by gamma and shift by beta."""
     out_dtype = ctx.out_types[0].np_dtype
@@ -1191,7 +1243,15 @@ def _prepare_max_pool2d(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     return run_nhwc
 
 
-@register_op("nn.max_pool2d", infer=_infer_pool2d, attrs=MAX_POOL2D_ATTRS, prepare=_prepare_max_pool2d)
+@register_op(
+    "nn.max_pool2d",
+    layout=Layout.LAYOUT,
+    work=pool_work,
+    qdq=Qdq.SELECTS,
+    infer=_infer_pool2d,
+    attrs=MAX_POOL2D_ATTRS,
+    prepare=_prepare_max_pool2d,
+)
 def max_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
     """2-D max pooling; padding never wins (−inf, or the dtype's minimum for integers)."""
     return _prepare_max_pool2d(ctx)(data)
@@ -1250,7 +1310,15 @@ def _prepare_avg_pool2d(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     return run
 
 
-@register_op("nn.avg_pool2d", infer=_infer_pool2d, attrs=AVG_POOL2D_ATTRS, prepare=_prepare_avg_pool2d)
+@register_op(
+    "nn.avg_pool2d",
+    layout=Layout.LAYOUT,
+    work=pool_work,
+    qdq=Qdq.AVERAGES,
+    infer=_infer_pool2d,
+    attrs=AVG_POOL2D_ATTRS,
+    prepare=_prepare_avg_pool2d,
+)
 def avg_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
     """2-D average pooling; integers sum in int64 and divide rounding half away from zero."""
     return _prepare_avg_pool2d(ctx)(data)
@@ -1268,13 +1336,27 @@ def _hw_axes(layout: str) -> tuple[int, int]:
     return (2, 3) if layout == "NCHW" else (1, 2)
 
 
-@register_op("nn.global_max_pool2d", infer=_infer_global_pool, attrs={"layout": "NCHW"})
+@register_op(
+    "nn.global_max_pool2d",
+    layout=Layout.LAYOUT,
+    work=input_work,
+    qdq=Qdq.SELECTS,
+    infer=_infer_global_pool,
+    attrs={"layout": "NCHW"},
+)
 def global_max_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
     """Maximum over H and W, keeping them as size-1 axes."""
     return _contiguous(data.max(axis=_hw_axes(ctx.attrs["layout"]), keepdims=True), ctx.out_types[0].np_dtype)
 
 
-@register_op("nn.global_avg_pool2d", infer=_infer_global_pool, attrs={"layout": "NCHW"})
+@register_op(
+    "nn.global_avg_pool2d",
+    layout=Layout.LAYOUT,
+    work=input_work,
+    qdq=Qdq.AVERAGES,
+    infer=_infer_global_pool,
+    attrs={"layout": "NCHW"},
+)
 def global_avg_pool2d(ctx: OpContext, data: np.ndarray) -> np.ndarray:
     """Mean over H and W, keeping them as size-1 axes; integers round half away from zero."""
     axes = _hw_axes(ctx.attrs["layout"])
@@ -1331,7 +1413,20 @@ def _infer_pad(attrs: Mapping[str, Any], data: TensorType) -> TensorType:
     return data.with_shape(tuple(s + b + a for s, (b, a) in zip(data.shape, pairs, strict=True)))
 
 
-@register_op("nn.pad", infer=_infer_pad, attrs={"pad_width": REQUIRED, "pad_mode": "constant", "pad_value": 0.0})
+def _pad_layout(
+    attrs: Mapping[str, Any], x: TensorType, perm: tuple[int, ...]
+) -> tuple[Mapping[str, Any], tuple[int, ...]] | None:
+    """Any order: the (before, after) pairs follow their axes."""
+    pairs = pad_pairs(attrs["pad_width"], len(perm))
+    return {**attrs, "pad_width": tuple(pairs[i] for i in perm)}, perm
+
+
+@register_op(
+    "nn.pad",
+    layout=_pad_layout,
+    infer=_infer_pad,
+    attrs={"pad_width": REQUIRED, "pad_mode": "constant", "pad_value": 0.0},
+)
 def pad(ctx: OpContext, data: np.ndarray) -> np.ndarray:
     """numpy ``pad`` with mode constant (``pad_value``), edge or reflect."""
     pairs = pad_pairs(ctx.attrs["pad_width"], data.ndim)

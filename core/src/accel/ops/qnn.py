@@ -21,7 +21,6 @@ import numpy as np
 
 from accel import quant
 from accel.errors import GraphError, TypeInferenceError
-from accel.ir import QuantParams, TensorType
 from accel.ops.common import FLOAT_DTYPES, QUANT_DTYPES, broadcast_shapes, expect, layout_axes, normalize_axis
 from accel.ops.nn import (
     CONV2D_ATTRS,
@@ -39,7 +38,8 @@ from accel.ops.nn import (
     dense_out_shape,
     scratch,
 )
-from accel.ops.registry import REQUIRED, OpContext, register_op
+from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
+from accel.tensor_types import QuantParams, TensorType
 
 ACC_DTYPE = "int32"
 #: dtypes a requantize / dequantize / concatenate input may have.
@@ -159,6 +159,8 @@ def _prepare_quantize(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
 
 @register_op(
     "qnn.quantize",
+    layout=Layout.ELEMENTWISE,
+    qdq=Qdq.QUANTIZE,
     infer=_quantize_rule,
     attrs={"scale": REQUIRED, "zero_point": REQUIRED, "axis": None, "out_dtype": "uint8"},
     prepare=_prepare_quantize,
@@ -181,7 +183,14 @@ def _prepare_dequantize(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     return quant.Dequantizer(q.scale, q.zero_point, q.axis).bind(x.rank, x.dtype)
 
 
-@register_op("qnn.dequantize", infer=_dequantize_rule, attrs={"axis": None}, prepare=_prepare_dequantize)
+@register_op(
+    "qnn.dequantize",
+    layout=Layout.ELEMENTWISE,
+    qdq=Qdq.DEQUANTIZE,
+    infer=_dequantize_rule,
+    attrs={"axis": None},
+    prepare=_prepare_dequantize,
+)
 def qnn_dequantize(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """ONNX DequantizeLinear: ``(q - z) * s`` in float32 (parameters from the input type)."""
     return _prepare_dequantize(ctx)(x)
@@ -206,6 +215,7 @@ def _prepare_requantize(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
 
 @register_op(
     "qnn.requantize",
+    layout=Layout.ELEMENTWISE,
     infer=_requantize_rule,
     attrs={"out_scale": REQUIRED, "out_zero_point": REQUIRED, "out_dtype": "uint8"},
     prepare=_prepare_requantize,
@@ -417,6 +427,7 @@ _prepare_conv2d_transpose = _prepare_conv(build_conv2d_transpose)
 
 @register_op(
     "qnn.conv2d",
+    layout=Layout.CONV,
     infer=_conv_rule(conv2d_geometry),
     attrs=CONV2D_ATTRS,
     num_inputs=2,
@@ -430,6 +441,7 @@ def qnn_conv2d(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarr
 
 @register_op(
     "qnn.conv2d_transpose",
+    layout=Layout.CONV,
     infer=_conv_rule(conv2d_transpose_geometry, transposed=True),
     attrs=CONV2D_TRANSPOSE_ATTRS,
     num_inputs=2,
@@ -453,7 +465,7 @@ def _prepare_dense(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndar
     return _accumulating(ctx, 0, 1, -1, lambda dt, cw, ds, ws: build_dense(ds, ws, dt, cw))
 
 
-@register_op("qnn.dense", infer=_dense_rule, num_inputs=2, prepare=_prepare_dense, macs=dense_macs)
+@register_op("qnn.dense", layout=Layout.FIXED, infer=_dense_rule, num_inputs=2, prepare=_prepare_dense, macs=dense_macs)
 def qnn_dense(ctx: OpContext, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """int32 ``(x - z_x) @ (w - z_w).T``; per-channel weights give a per-axis output on the last axis."""
     return _prepare_dense(ctx)(data, weight)
@@ -537,13 +549,27 @@ _prepare_add = _prepare_binary(quant.quantized_add)
 _prepare_mul = _prepare_binary(quant.quantized_mul)
 
 
-@register_op("qnn.add", infer=_binary_rule("add"), attrs=_OUT_ATTRS, num_inputs=2, prepare=_prepare_add)
+@register_op(
+    "qnn.add",
+    layout=Layout.ELEMENTWISE,
+    infer=_binary_rule("add"),
+    attrs=_OUT_ATTRS,
+    num_inputs=2,
+    prepare=_prepare_add,
+)
 def qnn_add(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Both inputs rescaled to a common fixed-point scale (20 bits headroom), added, rescaled."""
     return _prepare_add(ctx)(a, b)
 
 
-@register_op("qnn.mul", infer=_binary_rule("mul"), attrs=_OUT_ATTRS, num_inputs=2, prepare=_prepare_mul)
+@register_op(
+    "qnn.mul",
+    layout=Layout.ELEMENTWISE,
+    infer=_binary_rule("mul"),
+    attrs=_OUT_ATTRS,
+    num_inputs=2,
+    prepare=_prepare_mul,
+)
 def qnn_mul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``saturate(z_out + MBQM((a - z_a)(b - z_b), s_a*s_b/s_out))``."""
     return _prepare_mul(ctx)(a, b)
@@ -593,6 +619,8 @@ def _prepare_concatenate(ctx: OpContext) -> Callable[..., np.ndarray]:
 
 @register_op(
     "qnn.concatenate",
+    layout=Layout.AXIS,
+    moves_data=True,
     infer=_concatenate_rule,
     attrs={"axis": 0, **_OUT_ATTRS},
     num_inputs=(1, None),

@@ -20,11 +20,57 @@ An op is defined once, in the module of its family, with :func:`register_op`::
 - ``prepare(ctx)``, optional, returns a callable ``f(*arrays)`` specialised for
   one node: executors call it once per node, so weights can be packed ahead.
 - ``macs(ctx)``, optional, counts multiply-accumulates (cost hints).
+
+Traits: what passes need to know about an op is declared here, on the op,
+and passes ask the :class:`OpDef`, never a list of op names of their own:
+
+- ``layout`` (required in spirit: a test checks every op declares it) says
+  how the op runs when :mod:`accel.passes.layout` holds its input in another
+  axis order (NHWC instead of NCHW, say). One of :class:`Layout`:
+
+  ============  ==============================================================
+  FIXED         reads its inputs in their original axis order: the pass
+                transposes them back first (``nn.dense``, ``nn.batch_matmul``)
+  ELEMENTWISE   element by element over its (broadcast) inputs, so it runs in
+                any order; constant operands are permuted to match, an
+                ``axis`` attribute (per-axis quantization) is remapped
+  AXIS          works along the axis its ``axis`` attribute names: inputs of
+                the output's rank share one order, the attribute is remapped,
+                lower-rank inputs (per-channel parameters) are read as they are
+  LAYOUT        a 4-D op with a ``layout`` attribute (NCHW or NHWC): rebuilt
+                in the target layout (pooling, resize, depth_to_space)
+  CONV          ``data_layout`` and ``kernel_layout`` attributes: rebuilt in
+                the target layout, its weight re-laid out (OHWI for NHWC, the
+                op's default kernel layout for NCHW)
+  PERMUTE       a permutation itself (``transpose``, ``layout_transform``):
+                absorbed into the pass's bookkeeping, never emitted
+  ============  ==============================================================
+
+  or the op's own rule, a :data:`LayoutRule` ``rule(attrs, in_type, perm)``:
+  given its first input held as ``transpose(original, perm)``, the attributes
+  that compute the same result on that held input and the permutation its
+  outputs then have, or ``None`` to run in the original order (``nn.pad``
+  permutes its widths, ``mean`` its axes).
+- ``moves_data=True``: the op only moves or relabels stored values
+  (``reshape``, ``transpose``, ``concatenate``...): it does no arithmetic, so
+  a region of nothing else is not worth offloading.
+- ``work(ctx)``, optional, counts the elementary operations of one node
+  (default: one per output element; zero for ``moves_data`` ops; at least
+  ``macs``). Pooling counts its window.
+- ``channel_axes(attrs, rank)``, for linear layers ``(data, weight) → out``
+  (convolutions, dense): the channel axis of the output and the weight axis
+  holding output channels (``None`` when groups split them). Batch norms fold
+  into such layers.
+- ``qdq``, a :class:`Qdq` role, says how :mod:`accel.passes.qdq_to_qnn` treats
+  the op between ``qnn.dequantize`` and ``qnn.quantize`` (or a callable of the
+  node's attributes returning one, when it depends on them); ``qnn`` names
+  the integer op it becomes for the ``LINEAR`` and ``INTEGER`` roles.
 """
 
 from __future__ import annotations
 
 import difflib
+import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import TypeInferenceError, UnsupportedOpError
-from accel.ir import CALL_OP, TensorType, freeze_attrs
+from accel.tensor_types import CALL_OP, TensorType, freeze_attrs
 
 
 class _Required:
@@ -42,6 +88,44 @@ class _Required:
 
 
 REQUIRED: Any = _Required()
+
+
+class Layout(enum.Enum):
+    """How an op runs when the layout pass holds its input in another axis order (see the module doc)."""
+
+    FIXED = "fixed"
+    ELEMENTWISE = "elementwise"
+    AXIS = "axis"
+    LAYOUT = "layout"
+    CONV = "conv"
+    PERMUTE = "permute"
+
+
+#: An op's own layout rule: ``rule(attrs, in_type, perm) -> (attrs, out_perm) | None``.
+LayoutRule = Callable[
+    [Mapping[str, Any], TensorType, tuple[int, ...]], tuple[Mapping[str, Any], tuple[int, ...]] | None
+]
+
+
+class Qdq(enum.Enum):
+    """The role of an op in a QDQ group ``Q(op(DQ(x), ...))`` for :mod:`accel.passes.qdq_to_qnn`."""
+
+    #: none: the group stays in float
+    NONE = "none"
+    #: the quantize that ends a group (``qnn.quantize``)
+    QUANTIZE = "quantize"
+    #: the dequantize that starts one (``qnn.dequantize``); never folded at import, so weights stay quantized
+    DEQUANTIZE = "dequantize"
+    #: every output element is an input element (max pooling, reshape, nearest resize): runs on the stored integers
+    SELECTS = "selects"
+    #: averages input elements (average pooling, mean): runs on widened integers
+    AVERAGES = "averages"
+    #: clamps to ``[a_min, a_max]`` (attributes; ``nn.relu`` has neither: 0 and +inf): folded into the quantize's saturation
+    CLAMP = "clamp"
+    #: a linear layer with a constant weight (see ``channel_axes``): becomes ``qnn`` + int32 bias + requantize
+    LINEAR = "linear"
+    #: becomes ``qnn``, taking every input quantized, with the output parameters as attributes (``add`` → ``qnn.add``)
+    INTEGER = "integer"
 
 
 @dataclass(frozen=True)
@@ -81,6 +165,16 @@ class OpDef:
     prepare: Callable[[OpContext], Callable[..., Any]] | None = None
     macs: Callable[[OpContext], int] | None = None
     doc: str = ""
+    layout: Layout | LayoutRule | None = None  # None: not declared (run as FIXED; a test refuses it)
+    moves_data: bool = False
+    work: Callable[[OpContext], int] | None = None
+    channel_axes: Callable[[Mapping[str, Any], int], tuple[int, int | None]] | None = None
+    qdq: Qdq | Callable[[Mapping[str, Any]], Qdq] = Qdq.NONE
+    qnn: str | None = None
+
+    def qdq_role(self, attrs: Mapping[str, Any]) -> Qdq:
+        """The op's :class:`Qdq` role for a node with ``attrs``."""
+        return self.qdq if isinstance(self.qdq, Qdq) else self.qdq(attrs)
 
     def bind(self, ctx: OpContext) -> Callable[..., Any]:
         """A callable ``f(*arrays)`` for one node."""
@@ -92,6 +186,9 @@ class OpDef:
 
 REGISTRY: dict[str, OpDef] = {}
 
+#: the attributes the layout pass rewrites, per behaviour
+_LAYOUT_ATTRS = {Layout.AXIS: ("axis",), Layout.LAYOUT: ("layout",), Layout.CONV: ("data_layout", "kernel_layout")}
+
 
 def register_op(
     name: str,
@@ -101,11 +198,31 @@ def register_op(
     num_inputs: int | tuple[int, int | None] = 1,
     prepare: Callable[[OpContext], Callable[..., Any]] | None = None,
     macs: Callable[[OpContext], int] | None = None,
+    layout: Layout | LayoutRule | None = None,
+    moves_data: bool = False,
+    work: Callable[[OpContext], int] | None = None,
+    channel_axes: Callable[[Mapping[str, Any], int], tuple[int, int | None]] | None = None,
+    qdq: Qdq | Callable[[Mapping[str, Any]], Qdq] = Qdq.NONE,
+    qnn: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``kernel`` as the reference of op ``name``.
 
-    ``num_inputs`` is an exact count or ``(min, max)`` with ``max=None`` for variadic.
+    ``num_inputs`` is an exact count or ``(min, max)`` with ``max=None`` for
+    variadic. The traits (``layout`` ... ``qnn``) are described in the module
+    doc; ``layout`` must be given for every op. Traits that do not fit the op
+    are refused here (an ``AXIS`` op without an ``axis`` attribute, a
+    ``LINEAR`` role without ``qnn`` and ``channel_axes``).
     """
+    if isinstance(layout, Layout):
+        needs = _LAYOUT_ATTRS.get(layout, ())
+        if not set(needs) <= set(attrs or {}):
+            raise RuntimeError(f"op {name!r}: Layout.{layout.name} ops have the attribute(s) {', '.join(needs)}")
+    elif layout is not None and not callable(layout):
+        raise RuntimeError(f"op {name!r}: layout must be a Layout or a rule, got {layout!r}")
+    if (qdq in (Qdq.LINEAR, Qdq.INTEGER)) != (qnn is not None):
+        raise RuntimeError(f"op {name!r}: the LINEAR and INTEGER qdq roles, and only they, name a qnn op")
+    if qdq is Qdq.LINEAR and channel_axes is None:
+        raise RuntimeError(f"op {name!r}: a LINEAR op declares its channel_axes")
     if isinstance(num_inputs, int):
         n_in: tuple[int, int | None] = (num_inputs, num_inputs)
     else:
@@ -124,6 +241,12 @@ def register_op(
             prepare=prepare,
             macs=macs,
             doc=(kernel.__doc__ or "").strip(),
+            layout=layout,
+            moves_data=moves_data,
+            work=work,
+            channel_axes=channel_axes,
+            qdq=qdq,
+            qnn=qnn,
         )
         return kernel
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from accel.errors import GraphError, TypeInferenceError
-from accel.ir import QuantParams, TensorType, dtype_name
-from accel.ops.common import expect, layout_axes, normalize_axis
-from accel.ops.registry import REQUIRED, OpContext, register_op
+from accel.ops.common import expect, input_work, layout_axes, normalize_axis
+from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
+from accel.tensor_types import QuantParams, TensorType, dtype_name
 
 # -- helpers ------------------------------------------------------------------------
 
@@ -96,7 +96,25 @@ def _reshape_rule(attrs: Any, x: TensorType) -> TensorType:
     return TensorType(shape, x.dtype, q)
 
 
-@register_op("reshape", infer=_reshape_rule, attrs={"newshape": REQUIRED})
+def _reshape_layout(
+    attrs: Mapping[str, Any], x: TensorType, perm: tuple[int, ...]
+) -> tuple[Mapping[str, Any], tuple[int, ...]] | None:
+    """Reading the held tensor in memory order gives the original sequence when the
+    permutation only moves axes of size 1 (flattening NHWC ``[N,1,1,C]``, say)."""
+    moved = [i for i in perm if x.shape[i] != 1]
+    if moved != sorted(moved):
+        return None
+    return attrs, tuple(range(len(_reshape_rule(attrs, x).shape)))
+
+
+@register_op(
+    "reshape",
+    layout=_reshape_layout,
+    moves_data=True,
+    qdq=Qdq.SELECTS,
+    infer=_reshape_rule,
+    attrs={"newshape": REQUIRED},
+)
 def reshape(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """Same elements in a new shape (row-major)."""
     return _contiguous(x).reshape(ctx.out_types[0].shape)
@@ -117,7 +135,14 @@ def _transpose_rule(attrs: Any, x: TensorType) -> TensorType:
     return TensorType(tuple(x.shape[p] for p in perm), x.dtype, _permuted_quant(x.quant, perm, x.rank))
 
 
-@register_op("transpose", infer=_transpose_rule, attrs={"axes": REQUIRED})
+@register_op(
+    "transpose",
+    layout=Layout.PERMUTE,
+    moves_data=True,
+    qdq=Qdq.SELECTS,
+    infer=_transpose_rule,
+    attrs={"axes": REQUIRED},
+)
 def transpose(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """numpy transpose (``axes=None`` reverses the axes)."""
     return _contiguous(np.transpose(x, _transpose_perm(ctx.attrs, x.ndim)))
@@ -137,7 +162,14 @@ def _layout_rule(attrs: Any, x: TensorType) -> TensorType:
     return TensorType(tuple(x.shape[p] for p in perm), x.dtype, _permuted_quant(x.quant, perm, x.rank))
 
 
-@register_op("layout_transform", infer=_layout_rule, attrs={"src_layout": REQUIRED, "dst_layout": REQUIRED})
+@register_op(
+    "layout_transform",
+    layout=Layout.PERMUTE,
+    moves_data=True,
+    qdq=Qdq.SELECTS,
+    infer=_layout_rule,
+    attrs={"src_layout": REQUIRED, "dst_layout": REQUIRED},
+)
 def layout_transform(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """A transpose named by layouts, e.g. NCHW -> NHWC."""
     return _contiguous(np.transpose(x, _layout_perm(ctx.attrs, x.ndim)))
@@ -178,7 +210,16 @@ def _concat_rule(attrs: Any, *xs: TensorType) -> TensorType:
     return TensorType(tuple(shape), first.dtype, q)
 
 
-@register_op("concatenate", infer=_concat_rule, attrs={"axis": 0}, num_inputs=(1, None))
+@register_op(
+    "concatenate",
+    layout=Layout.AXIS,
+    moves_data=True,
+    qdq=Qdq.INTEGER,
+    qnn="qnn.concatenate",
+    infer=_concat_rule,
+    attrs={"axis": 0},
+    num_inputs=(1, None),
+)
 def concatenate(ctx: OpContext, *xs: np.ndarray) -> np.ndarray:
     """Join the inputs along ``axis``."""
     return np.concatenate(xs, axis=ctx.attrs["axis"])
@@ -219,7 +260,9 @@ def _split_rule(attrs: Any, x: TensorType) -> list[TensorType]:
     return out
 
 
-@register_op("split", infer=_split_rule, attrs={"indices_or_sections": REQUIRED, "axis": 0})
+@register_op(
+    "split", layout=Layout.AXIS, moves_data=True, infer=_split_rule, attrs={"indices_or_sections": REQUIRED, "axis": 0}
+)
 def split(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, ...]:
     """Cut ``x`` along ``axis`` at the split points (or into equal sections)."""
     axis, points = _split_points(ctx.attrs, ctx.in_types[0])
@@ -245,6 +288,9 @@ def _d2s_rule(attrs: Any, x: TensorType) -> TensorType:
 
 @register_op(
     "nn.depth_to_space",
+    layout=Layout.LAYOUT,
+    moves_data=True,
+    qdq=Qdq.SELECTS,
     infer=_d2s_rule,
     attrs={"block_size": REQUIRED, "layout": "NCHW", "mode": "DCR"},
 )
@@ -359,8 +405,15 @@ def _linear_taps(coord: np.ndarray, in_len: int) -> tuple[np.ndarray, np.ndarray
     return i1, i2, d2, d1
 
 
+def _resize_qdq(attrs: Mapping[str, Any]) -> Qdq:
+    """Nearest resizing copies elements; bilinear computes new ones."""
+    return Qdq.SELECTS if attrs["method"] == "nearest_neighbor" else Qdq.NONE
+
+
 @register_op(
     "image.resize2d",
+    layout=Layout.LAYOUT,
+    qdq=_resize_qdq,
     infer=_resize_rule,
     attrs={
         "size": REQUIRED,
@@ -444,7 +497,27 @@ def _mean_rule(attrs: Any, x: TensorType) -> TensorType:
     return TensorType(shape, x.dtype, q)
 
 
-@register_op("mean", infer=_mean_rule, attrs={"axis": (), "keepdims": False})
+def _mean_layout(
+    attrs: Mapping[str, Any], x: TensorType, perm: tuple[int, ...]
+) -> tuple[Mapping[str, Any], tuple[int, ...]] | None:
+    """Any order: the reduced axes are remapped; without keepdims the kept axes keep their relative order."""
+    rank = len(perm)
+    axes = _mean_axes(attrs, x)
+    new_axes = tuple(sorted(perm.index(a) for a in axes))
+    if attrs["keepdims"]:
+        return {**attrs, "axis": new_axes}, perm
+    kept = [a for a in range(rank) if a not in axes]  # original axes, in output order
+    return {**attrs, "axis": new_axes}, tuple(kept.index(perm[i]) for i in range(rank) if i not in new_axes)
+
+
+@register_op(
+    "mean",
+    layout=_mean_layout,
+    work=input_work,
+    qdq=Qdq.AVERAGES,
+    infer=_mean_rule,
+    attrs={"axis": (), "keepdims": False},
+)
 def mean(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """Mean over ``axis`` (all when empty). Float data averages in float64; integers
     sum exactly and divide rounding half away from zero."""
@@ -477,7 +550,7 @@ def _cast_rule(attrs: Any, x: TensorType) -> TensorType:
     return TensorType(x.shape, dtype, q)
 
 
-@register_op("cast", infer=_cast_rule, attrs={"dtype": REQUIRED})
+@register_op("cast", layout=Layout.ELEMENTWISE, infer=_cast_rule, attrs={"dtype": REQUIRED})
 def cast(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """numpy astype: float -> int truncates toward zero; -> bool is ``x != 0``."""
     dtype = np.dtype(ctx.out_types[0].dtype)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.ir import Graph, Node, Value
+from accel.ir import CALL_OP, Graph, Node, Value
 from accel.ops.common import FLOAT_DTYPES
+from accel.ops.registry import get_op
 from accel.passes._rewrite import Rewriter, evaluate
-
-_LINEAR = ("nn.conv2d", "nn.conv2d_transpose", "nn.dense")
 
 
 def fold_batch_norm(graph: Graph) -> Graph:
@@ -17,8 +16,9 @@ def fold_batch_norm(graph: Graph) -> Graph:
     With ``s = gamma / sqrt(var + eps)``: the weight's output channels are
     scaled by ``s`` and the bias becomes ``(b − mean)·s + beta``. Applies when
     the batch norm's parameters are constants, it normalizes the layer's
-    channel axis, the layer (``nn.conv2d``, ``nn.conv2d_transpose`` with one
-    group, ``nn.dense``) has a constant float weight, and every intermediate
+    channel axis, the layer (an op with ``channel_axes``: ``nn.conv2d``,
+    ``nn.conv2d_transpose`` with one group, ``nn.dense``) has a constant float
+    weight whose output-channel axis is known, and every intermediate
     value (layer output, optional ``nn.bias_add`` / ``add`` of a constant) is
     read only by the next node of the chain. A batch norm of a constant folds
     to a constant; any other batch norm is left alone.
@@ -65,13 +65,14 @@ def _fold(bn: Node, rw: Rewriter) -> bool:
         layer = y.producer
         if layer is None:
             return False
-    if layer.op not in _LINEAR or _channel_axis(layer, rank) != axis:
+    channel_axes = None if layer.op == CALL_OP else get_op(layer.op).channel_axes
+    if channel_axes is None:
+        return False
+    out_axis, o_axis = channel_axes(layer.attrs, rank)
+    if out_axis != axis or o_axis is None:
         return False
     data, weight = (rw.value(v) for v in layer.inputs)
     if weight.const is None:
-        return False
-    o_axis = _weight_out_axis(layer)
-    if o_axis is None:
         return False
     dtype = weight.const.dtype
     shape = [1] * weight.const.ndim
@@ -104,18 +105,3 @@ def _const_bias(node: Node, axis: int, rank: int, channels: int) -> tuple[Value,
     if any(d != 1 for i, d in enumerate(full) if i != axis) or full[axis] not in (1, channels):
         return None
     return a, np.broadcast_to(c.astype(np.float64).reshape(-1), (channels,)).copy()
-
-
-def _channel_axis(layer: Node, rank: int) -> int:
-    if layer.op == "nn.dense":
-        return rank - 1
-    return str(layer.attrs["data_layout"]).index("C")
-
-
-def _weight_out_axis(layer: Node) -> int | None:
-    """The weight axis holding output channels (None when channels are split across groups)."""
-    if layer.op == "nn.dense":
-        return 0
-    if layer.op == "nn.conv2d_transpose" and layer.attrs["groups"] != 1:
-        return None
-    return str(layer.attrs["kernel_layout"]).index("O")

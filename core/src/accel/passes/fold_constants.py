@@ -9,7 +9,8 @@ from accel.passes._rewrite import Rewriter, evaluate, is_identity
 from accel.passes.qdq_to_qnn import qdq_protected_nodes
 
 #: Folding never creates a constant larger than this, unless it is no larger
-#: than the constants it replaces (a transposed or dequantized weight).
+#: than its largest constant input (a transposed or reshaped weight): so no
+#: chain of folds (concatenations, say) can grow past both.
 DEFAULT_MAX_BYTES = 16 << 20
 
 
@@ -18,8 +19,8 @@ def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph
 
     A node reading only constants is run once with its reference kernel and
     replaced by the result, unless the result is larger than ``max_bytes`` and
-    than its inputs together (folding must not blow the model up, e.g. a
-    broadcast). Dequantize/quantize nodes of constants that
+    than its largest input (folding must not blow the model up, e.g. a
+    broadcast or a chain of concatenations). Dequantize/quantize nodes of constants that
     :func:`~accel.passes.qdq_to_qnn` would turn into qnn weights are kept, so
     the quantized weights survive folding run before it. Also:
     ``reshape(reshape(x))`` becomes one reshape, ``transpose(transpose(x))``
@@ -51,7 +52,7 @@ def _foldable(node: Node, inputs: list[Value], protected: set[int], max_bytes: i
     if any(v.const is None for v in inputs):
         return False
     out_bytes = sum(v.type.nbytes for v in node.outputs)
-    return out_bytes <= max_bytes or out_bytes <= sum(v.type.nbytes for v in {id(v): v for v in inputs}.values())
+    return out_bytes <= max_bytes or out_bytes <= max(v.type.nbytes for v in inputs)
 
 
 def _simplify(node: Node, inputs: list[Value], rw: Rewriter) -> bool:

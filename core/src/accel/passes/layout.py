@@ -2,11 +2,13 @@
 
 Every value of the original graph is tracked as a *representation*: a value
 of the new graph together with a permutation ``p`` such that
-``new = transpose(original, p)``. Layout-sensitive ops are rebuilt in the
-target layout and produce permuted representations; layout-agnostic ops
-(elementwise, activations, per-tensor (re)quantization, axis-parameterised
-ops whose axis is remapped) simply carry the permutation through; explicit
-``transpose`` / ``layout_transform`` nodes become bookkeeping. A real
+``new = transpose(original, p)``. What each op does with a permuted input is
+its ``layout`` trait (:class:`accel.ops.registry.Layout`, declared with the
+op): layout-sensitive ops are rebuilt in the target layout and produce
+permuted representations; elementwise and axis-parameterised ops (whose axis
+is remapped) carry the permutation through; explicit ``transpose`` /
+``layout_transform`` nodes become bookkeeping; ops with their own rule say
+how their attributes follow the permutation. A real
 transpose is only emitted where a consumer needs another permutation than
 the one its input has (an op that is not layout-agnostic, a graph output), so
 inverse transposes never meet and a whole network converts with one
@@ -21,40 +23,13 @@ from typing import Any
 import numpy as np
 
 from accel.errors import GraphError
-from accel.ir import Graph, Node, QuantParams, TensorType, Value, freeze_attrs
-from accel.ops.nn import pad_pairs
-from accel.ops.registry import infer_node_types
+from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, freeze_attrs
+from accel.ops.registry import Layout, LayoutRule, get_op, infer_node_types
 from accel.passes._rewrite import Rewriter, is_identity, permute_quant, transposed_const
 
 LAYOUTS = ("NCHW", "NHWC")
-_CONV_KERNEL = {
-    ("nn.conv2d", "NCHW"): "OIHW",
-    ("nn.conv2d", "NHWC"): "OHWI",
-    ("qnn.conv2d", "NCHW"): "OIHW",
-    ("qnn.conv2d", "NHWC"): "OHWI",
-    ("nn.conv2d_transpose", "NCHW"): "IOHW",
-    ("nn.conv2d_transpose", "NHWC"): "OHWI",
-    ("qnn.conv2d_transpose", "NCHW"): "IOHW",
-    ("qnn.conv2d_transpose", "NHWC"): "OHWI",
-}
-_SPATIAL = frozenset(
-    {
-        "nn.max_pool2d",
-        "nn.avg_pool2d",
-        "nn.global_max_pool2d",
-        "nn.global_avg_pool2d",
-        "nn.depth_to_space",
-        "image.resize2d",
-    }
-)
-_UNARY = frozenset(
-    {
-        "nn.relu", "nn.leaky_relu", "clip", "sigmoid", "tanh", "sqrt", "exp", "abs", "negative", "erf", "nn.gelu",
-        "cast", "qnn.quantize", "qnn.dequantize", "qnn.requantize",
-    }
-)  # fmt: skip
-_BINARY = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "qnn.add", "qnn.mul"})
-_AXIS_OPS = frozenset({"nn.bias_add", "nn.batch_norm", "nn.instance_norm", "nn.softmax", "split"})
+#: the kernel layout of a convolution held in NHWC (for NCHW: the op's default kernel layout)
+_NHWC_KERNEL = "OHWI"
 
 Perm = tuple[int, ...]
 
@@ -67,19 +42,18 @@ def layout_perm(src: str, dst: str) -> Perm:
 def convert_layout(graph: Graph, layout: str = "NHWC") -> Graph:
     """Rewrite layout-sensitive ops to ``layout`` (``"NHWC"`` or ``"NCHW"``).
 
-    Convolutions (``nn.conv2d``, ``qnn.conv2d`` and their transposed forms)
-    get ``data_layout=layout`` and the matching kernel layout (``OHWI`` for
-    NHWC; ``OIHW``, or ``IOHW`` for transposed convolutions, for NCHW), with
-    constant weights re-laid out as constants; pools, ``nn.depth_to_space`` and
-    ``image.resize2d`` get ``layout``; ``nn.bias_add`` / ``nn.batch_norm`` /
-    ``nn.instance_norm`` / ``nn.softmax`` / ``split`` / ``concatenate`` /
-    ``mean`` axes, ``nn.pad`` widths and per-axis quantization axes are
-    remapped. Transposes are inserted only at the boundaries (graph inputs
-    and outputs, ops that need the original order) and existing ones are
-    merged into the tracking, so adjacent inverse transposes cancel.
+    Each op is treated as its ``layout`` trait says: convolutions
+    (``Layout.CONV``) get ``data_layout=layout`` and the matching kernel layout
+    (``OHWI`` for NHWC; the op's default, ``OIHW`` or ``IOHW``, for NCHW), with
+    constant weights re-laid out as constants; ``Layout.LAYOUT`` ops (pools,
+    ``nn.depth_to_space``, ``image.resize2d``) get ``layout``; ``Layout.AXIS``
+    ops and per-axis quantization get their axes remapped; ops with their own
+    rule (``nn.pad``, ``mean``, ``reshape``, ``nn.instance_norm``) rewrite
+    their attributes. Transposes are inserted only at the boundaries (graph
+    inputs and outputs, ``Layout.FIXED`` ops) and existing ones are merged
+    into the tracking, so adjacent inverse transposes cancel.
 
-    Requires: a typed graph in topological order (any graph: ops it does not
-    know run on their original layout). Guarantees: bit-identical results,
+    Requires: a typed graph in topological order. Guarantees: bit-identical results,
     the same inputs and outputs (names, shapes), nodes left without readers
     removed. The input graph is not modified.
     """
@@ -203,28 +177,20 @@ class _LayoutConverter:
     # -- the sweep -----------------------------------------------------------------------
     def run(self) -> Graph:
         for node in self.g.nodes:
-            op = node.op
+            behaviour = None if node.op == CALL_OP else get_op(node.op).layout
             handled = False
-            if op in ("transpose", "layout_transform"):
+            if behaviour is Layout.PERMUTE:
                 handled = self.transpose(node)
-            elif (op, "NCHW") in _CONV_KERNEL:
+            elif behaviour is Layout.CONV:
                 handled = self.conv(node)
-            elif op in _SPATIAL:
+            elif behaviour is Layout.LAYOUT:
                 handled = self.spatial(node)
-            elif op in _UNARY:
-                handled = self.unary(node)
-            elif op in _BINARY:
-                handled = self.binary(node)
-            elif op in _AXIS_OPS:
+            elif behaviour is Layout.ELEMENTWISE:
+                handled = self.elementwise(node)
+            elif behaviour is Layout.AXIS:
                 handled = self.axis_op(node)
-            elif op in ("concatenate", "qnn.concatenate"):
-                handled = self.concat(node)
-            elif op == "nn.pad":
-                handled = self.pad(node)
-            elif op == "mean":
-                handled = self.mean(node)
-            elif op == "reshape":
-                handled = self.reshape(node)
+            elif callable(behaviour):
+                handled = self.own_rule(node, behaviour)
             if not handled:
                 self.default(node)
         for v in self.g.outputs:
@@ -261,7 +227,7 @@ class _LayoutConverter:
     def conv(self, node: Node) -> bool:
         src = node.attrs["data_layout"]
         kernel_src = node.attrs["kernel_layout"]
-        kernel_dst = _CONV_KERNEL[(node.op, self.layout)]
+        kernel_dst = _NHWC_KERNEL if self.layout == "NHWC" else get_op(node.op).attrs["kernel_layout"]
         p = layout_perm(src, self.layout)
         data = self.as_perm(node.inputs[0], p)
         weight = self.as_perm(node.inputs[1], layout_perm(kernel_src, kernel_dst))
@@ -277,18 +243,6 @@ class _LayoutConverter:
         self.set_rep(node.output, new.output, p)
         return True
 
-    def unary(self, node: Node) -> bool:
-        x = node.inputs[0]
-        nx, p = self.get(x)
-        if is_identity(p):
-            return False
-        attrs = dict(node.attrs)
-        if node.op in ("qnn.quantize", "qnn.dequantize") and attrs.get("axis") is not None:
-            attrs["axis"] = p.index(attrs["axis"] % len(p))
-        new = self.make(node, [nx], attrs, perm=p)
-        self.set_rep(node.output, new.output, p)
-        return True
-
     def _common_perm(self, values: Sequence[Value], rank: int) -> Perm | None:
         """The permutation to run an op in: that of the first permuted non-constant input."""
         for v in values:
@@ -298,11 +252,15 @@ class _LayoutConverter:
                     return p
         return None
 
-    def binary(self, node: Node) -> bool:
+    def elementwise(self, node: Node) -> bool:
+        """Inputs broadcast together, element by element: any permutation of the output passes through."""
         rank = node.output.type.rank
         p = self._common_perm(node.inputs, rank)
         if p is None or any(v.const is None and v.type.rank != rank for v in node.inputs):
             return False
+        attrs = dict(node.attrs)
+        if attrs.get("axis") is not None:  # per-axis (de)quantization
+            attrs["axis"] = p.index(attrs["axis"] % rank)
         inputs = []
         for v in node.inputs:
             if v.const is None:
@@ -311,7 +269,7 @@ class _LayoutConverter:
                 inputs.append(v)  # a single value broadcasts the same in any order
             else:
                 inputs.append(self._permuted_operand(v, rank, p))
-        new = self.make(node, inputs, perm=p)
+        new = self.make(node, inputs, attrs, perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
@@ -327,67 +285,34 @@ class _LayoutConverter:
         return self.g.new_const(data, v.name, permute_quant(q, p))
 
     def axis_op(self, node: Node) -> bool:
-        x = node.inputs[0]
-        nx, p = self.get(x)
-        if is_identity(p) or (node.op == "nn.instance_norm" and p[0] != 0):
+        """Inputs of the output's rank in one permutation, the ``axis`` attribute remapped."""
+        rank = node.outputs[0].type.rank
+        p = self._common_perm(node.inputs, rank)
+        if p is None:
             return False
-        axis = p.index(node.attrs["axis"] % len(p))
-        inputs = [nx, *(self.plain(v) for v in node.inputs[1:])]
-        new = self.make(node, inputs, {**node.attrs, "axis": axis}, perm=p)
+        inputs = [self.as_perm(v, p) if v.type.rank == rank else self.plain(v) for v in node.inputs]
+        new = self.make(node, inputs, {**node.attrs, "axis": p.index(node.attrs["axis"] % rank)}, perm=p)
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, p)
         return True
 
-    def concat(self, node: Node) -> bool:
-        rank = node.output.type.rank
-        p = self._common_perm(node.inputs, rank)
-        if p is None:
-            return False
-        inputs = [self.as_perm(v, p) for v in node.inputs]
-        new = self.make(node, inputs, {**node.attrs, "axis": p.index(node.attrs["axis"] % rank)}, perm=p)
-        self.set_rep(node.output, new.output, p)
-        return True
-
-    def pad(self, node: Node) -> bool:
+    def own_rule(self, node: Node, rule: LayoutRule) -> bool:
+        """The op's own rule: its first input as held, the attributes and output permutation it gives."""
         x = node.inputs[0]
         nx, p = self.get(x)
         if is_identity(p):
             return False
-        pairs = pad_pairs(node.attrs["pad_width"], len(p))
-        new = self.make(node, [nx], {**node.attrs, "pad_width": tuple(pairs[i] for i in p)}, perm=p)
-        self.set_rep(node.output, new.output, p)
-        return True
-
-    def mean(self, node: Node) -> bool:
-        x = node.inputs[0]
-        nx, p = self.get(x)
-        rank = len(p)
-        if is_identity(p):
+        found = rule(node.attrs, x.type, p)
+        if found is None:
             return False
-        axes = tuple(a % rank for a in node.attrs["axis"]) or tuple(range(rank))
-        new_axes = tuple(sorted(p.index(a) for a in axes))
-        new = self.make(node, [nx], {**node.attrs, "axis": new_axes})
-        if node.attrs["keepdims"]:
-            out_p = p
-        else:
-            kept = [a for a in range(rank) if a not in axes]  # original axes, in output order
-            out_p = tuple(kept.index(p[i]) for i in range(rank) if i not in new_axes)
-        self.set_rep(node.output, new.output, out_p)
-        return True
-
-    def reshape(self, node: Node) -> bool:
-        x = node.inputs[0]
-        nx, p = self.get(x)
-        if is_identity(p):
-            return False
-        # Reading nx in memory order gives the same sequence as reading x when the
-        # permutation only moves axes of size 1 (e.g. flattening NHWC [N,1,1,C]).
-        moved = [i for i in p if x.type.shape[i] != 1]
-        if moved != sorted(moved):
-            return False
-        new = self.make(node, [nx])
-        if new.output.type != node.output.type:
-            self.rw.nodes.pop()
-            return False
-        self.set_rep(node.output, new.output, tuple(range(node.output.type.rank)))
+        attrs, out_p = found
+        new = self.make(node, [nx, *(self.plain(v) for v in node.inputs[1:])], attrs)
+        # the rule's promise, checked: each output is the original's, permuted by out_p
+        for o, n in zip(node.outputs, new.outputs, strict=True):
+            want = TensorType(tuple(o.type.shape[i] for i in out_p), o.type.dtype, permute_quant(o.type.quant, out_p))
+            if n.type != want:
+                self.rw.nodes.pop()
+                return False
+        for o, n in zip(node.outputs, new.outputs, strict=True):
+            self.set_rep(o, n, out_p)
         return True

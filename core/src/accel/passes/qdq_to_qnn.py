@@ -4,19 +4,21 @@ A QDQ model (ONNX Runtime's ``quantize_static``, TensorFlow Lite exports)
 states its integer arithmetic as float ops between ``qnn.dequantize`` and
 ``qnn.quantize``: ``Q(conv(DQ(x), DQ(w)) + DQ(b))``. Backends speak in qnn
 ops (``qnn.conv2d → nn.bias_add → qnn.requantize``), so each such group is
-rewritten into them. A group is matched backwards from its ``qnn.quantize``:
+rewritten into them. A group is matched backwards from its ``qnn.quantize``,
+by the ``qdq`` role each op declares (:class:`accel.ops.registry.Qdq`):
 
-- conv / transposed conv / dense: ``DQ(x)``, ``DQ(const weight)`` (through
-  transposes and reshapes of the constant), optional bias (``nn.bias_add`` or
-  ``add`` of a constant along the channel axis, dequantized int32 or float),
-  optional ``nn.relu`` / ``clip`` → ``qnn.conv2d | qnn.conv2d_transpose |
-  qnn.dense → nn.bias_add(int32) → [nn.relu] → qnn.requantize``;
-- ``add`` / ``multiply`` / ``concatenate`` of dequantized tensors →
-  ``qnn.add`` / ``qnn.mul`` / ``qnn.concatenate``;
-- value-preserving ops (max pooling, reshape, transpose, depth_to_space,
-  nearest resize, relu, clip) run on the quantized tensor itself, followed
-  by ``qnn.requantize`` when the output parameters differ;
-- averaging ops (``nn.avg_pool2d``, ``nn.global_avg_pool2d``, ``mean``) →
+- ``LINEAR`` (conv / transposed conv / dense): ``DQ(x)``, ``DQ(const weight)``
+  (through ``SELECTS`` ops on the constant, e.g. transposes and reshapes),
+  optional bias (``nn.bias_add`` or ``add`` of a constant along the channel
+  axis, dequantized int32 or float), optional ``CLAMP`` (``nn.relu`` / ``clip``)
+  → ``qnn.conv2d | qnn.conv2d_transpose | qnn.dense → nn.bias_add(int32) →
+  [nn.relu] → qnn.requantize`` (the op's ``qnn`` trait names the qnn op);
+- ``INTEGER`` (``add`` / ``multiply`` / ``concatenate``) of dequantized
+  tensors → its ``qnn`` op (``qnn.add`` / ``qnn.mul`` / ``qnn.concatenate``);
+- ``SELECTS`` (max pooling, reshape, transpose, depth_to_space, nearest
+  resize) and ``CLAMP`` ops run on the quantized tensor itself, followed by
+  ``qnn.requantize`` when the output parameters differ;
+- ``AVERAGES`` (``nn.avg_pool2d``, ``nn.global_avg_pool2d``, ``mean``) →
   ``cast(int32) → op → cast back`` (or ``qnn.requantize``);
 - ``DQ → Q`` alone → ``qnn.requantize`` (or nothing when the parameters agree).
 
@@ -40,29 +42,12 @@ import numpy as np
 
 from accel import quant
 from accel.errors import AccelError
-from accel.ir import Graph, Node, QuantParams, TensorType, Value
+from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value
 from accel.ops.common import FLOAT_DTYPES, QUANT_DTYPES
-from accel.ops.registry import OpContext, get_op, infer_node_types
+from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
 from accel.passes._rewrite import Rewriter
 
-#: ops that only move or select stored values: they commute with (de)quantization.
-_PASS_THROUGH = frozenset(
-    {
-        "nn.max_pool2d",
-        "nn.global_max_pool2d",
-        "reshape",
-        "transpose",
-        "layout_transform",
-        "nn.depth_to_space",
-        "image.resize2d",
-    }
-)
-_AVERAGING = frozenset({"nn.avg_pool2d", "nn.global_avg_pool2d", "mean"})
 _AVERAGE_EXTRA_BITS = 12
-_ACTIVATIONS = frozenset({"nn.relu", "clip"})
-_MATMUL_LIKE = {"nn.conv2d": "qnn.conv2d", "nn.conv2d_transpose": "qnn.conv2d_transpose", "nn.dense": "qnn.dense"}
-_BINARY = {"add": "qnn.add", "multiply": "qnn.mul"}
-_CONST_CHAIN_OPS = frozenset({"transpose", "layout_transform", "reshape"})
 _INT32_MAX = (1 << 31) - 1
 
 
@@ -78,7 +63,7 @@ def qdq_to_qnn(graph: Graph) -> Graph:
     g = graph.copy()
     rw = Rewriter(g)
     for node in g.nodes:
-        group = match_group(node, rw) if node.op == "qnn.quantize" else None
+        group = match_group(node, rw) if _role(node) is Qdq.QUANTIZE else None
         if group is not None and not group.all_constant:
             mark = len(rw.nodes)
             new: Value | None
@@ -105,7 +90,7 @@ def qdq_protected_nodes(graph: Graph) -> set[int]:
     rw = Rewriter(graph)
     protected: set[int] = set()
     for node in graph.nodes:
-        if node.op == "qnn.quantize":
+        if _role(node) is Qdq.QUANTIZE:
             group = match_group(node, rw)
             if group is not None and not group.all_constant:
                 protected.update(id(n) for n in group.protect)
@@ -114,6 +99,19 @@ def qdq_protected_nodes(graph: Graph) -> set[int]:
 
 # --------------------------------------------------------------------------------------
 # matching helpers
+
+
+def _role(node: Node | None) -> Qdq:
+    """The node's :class:`Qdq` role (``NONE`` for a graph input, a constant or a call)."""
+    if node is None or node.op == CALL_OP:
+        return Qdq.NONE
+    return get_op(node.op).qdq_role(node.attrs)
+
+
+def _qnn_op(node: Node) -> str:
+    qnn = get_op(node.op).qnn
+    assert qnn is not None  # the LINEAR and INTEGER roles name one (checked at registration)
+    return qnn
 
 
 @dataclass
@@ -134,7 +132,7 @@ class _QConst:
 def _run_on(
     op: str, attrs: Mapping[str, Any], data: np.ndarray, q: QuantParams | None
 ) -> tuple[np.ndarray, QuantParams | None]:
-    """Apply a data-movement op to a constant integer array (its kernel, its type rule for the quant)."""
+    """Apply a ``SELECTS`` op to a constant integer array (its kernel, its type rule for the quant)."""
     in_t = TensorType.of(data, q)
     full, types = infer_node_types(op, [in_t], attrs)
     ctx = OpContext(op=op, attrs=full, in_types=(in_t,), out_types=(types[0],), consts=(data,))
@@ -142,11 +140,12 @@ def _run_on(
 
 
 def _quantized_const(v: Value, depth: int = 0) -> _QConst | None:
-    """The quantized constant behind float ``v``: ``DQ(c)``, ``DQ(Q(float c))``, or data movement of one."""
+    """The quantized constant behind float ``v``: ``DQ(c)``, ``DQ(Q(float c))``, or a ``SELECTS`` op of one."""
     p = v.producer
     if p is None:
         return None
-    if p.op == "qnn.dequantize":
+    role = _role(p)
+    if role is Qdq.DEQUANTIZE:
         src = p.inputs[0]
         q = src.type.quant
         if q is None or src.type.dtype not in (*QUANT_DTYPES, "int32"):
@@ -154,11 +153,11 @@ def _quantized_const(v: Value, depth: int = 0) -> _QConst | None:
         if src.const is not None:
             return _QConst(src.const, q, src, [p])
         sp = src.producer
-        if sp is not None and sp.op == "qnn.quantize" and sp.inputs[0].const is not None:
+        if _role(sp) is Qdq.QUANTIZE and sp is not None and sp.inputs[0].const is not None:
             data = quant.quantize(sp.inputs[0].const, q.scale, q.zero_point, src.type.dtype, q.axis)
             return _QConst(data, q, None, [p, sp])
         return None
-    if p.op in _CONST_CHAIN_OPS and depth < 8:
+    if role is Qdq.SELECTS and len(p.inputs) == 1 and len(p.outputs) == 1 and depth < 8:
         inner = _quantized_const(p.inputs[0], depth + 1)
         if inner is None:
             return None
@@ -175,7 +174,7 @@ def _quantized_const(v: Value, depth: int = 0) -> _QConst | None:
 def _dq_source(v: Value) -> tuple[Value, Node] | None:
     """(quantized tensor, dequantize node) when ``v`` is a per-tensor 8-bit dequantize."""
     p = v.producer
-    if p is None or p.op != "qnn.dequantize":
+    if p is None or _role(p) is not Qdq.DEQUANTIZE:
         return None
     src = p.inputs[0]
     q = src.type.quant
@@ -185,9 +184,8 @@ def _dq_source(v: Value) -> tuple[Value, Node] | None:
 
 
 def _act_bounds(act: Node) -> tuple[float, float]:
-    if act.op == "nn.relu":
-        return 0.0, math.inf
-    return float(act.attrs["a_min"]), float(act.attrs["a_max"])
+    """A ``CLAMP`` op's bounds: attributes ``a_min`` / ``a_max``, 0 and +inf where it has none (``nn.relu``)."""
+    return float(act.attrs.get("a_min", 0.0)), float(act.attrs.get("a_max", math.inf))
 
 
 def _quantize_scalar(x: float, q: QuantParams, dtype: str) -> int:
@@ -290,7 +288,7 @@ class Group:
         if self.kind == "matmul":
             assert self.weight is not None
             w = self.weight.materialize(rw, f"{name}.weight")
-            main = rw.emit(_MATMUL_LIKE[self.op.op], [ins[0], w], self.op.attrs)
+            main = rw.emit(_qnn_op(self.op), [ins[0], w], self.op.attrs)
             acc = main.output
             if self.bias is not None:
                 bq = acc.type.quant
@@ -307,11 +305,12 @@ class Group:
                     rw.adopt_names(node, self.act)
                 acc = node.output
             return self._requantize(rw, acc), main
-        if self.kind == "binary":
-            main = rw.emit(_BINARY[self.op.op], ins, out_attrs)
-            return main.output, main
-        if self.kind == "concat":
-            main = rw.emit("qnn.concatenate", ins, {"axis": self.op.attrs["axis"], **out_attrs})
+        if self.kind == "integer":
+            qop = _qnn_op(self.op)
+            # the float op's attributes the qnn op also takes (concatenate's axis), and the output parameters
+            takes = get_op(qop).attrs
+            attrs = {k: v for k, v in self.op.attrs.items() if k in takes}
+            main = rw.emit(qop, ins, {**attrs, **out_attrs})
             return main.output, main
         if self.kind == "requantize":
             return self._requantize(rw, ins[0]), None
@@ -343,28 +342,27 @@ def match_group(qnode: Node, rw: Rewriter) -> Group | None:
     if node is None or not rw.sole_user(y, qnode):
         return None
     act: Node | None = None
-    if node.op in _ACTIVATIONS:
+    if _role(node) is Qdq.CLAMP:
         act = node
         y = act.inputs[0]
         node = y.producer
         if node is None or not rw.sole_user(y, act):
             return None
     effect = _act_effect(act, oq, t.dtype) if act is not None else None
-    if node.op == "qnn.dequantize":
+    role = _role(node)
+    if role is Qdq.DEQUANTIZE:
         return _match_dq_only(qnode, node, act, effect)
-    if node.op in _MATMUL_LIKE or node.op in ("nn.bias_add", "add"):
+    if role is Qdq.LINEAR or node.op in ("nn.bias_add", "add"):
         group = _match_matmul(qnode, node, act, effect, rw)
         if group is not None or node.op != "add":
             return group
     if effect is not None and not effect.absorbed:
         return None
-    if node.op in _BINARY:
-        return _match_all_dequantized("binary", qnode, node)
-    if node.op == "concatenate":
-        return _match_all_dequantized("concat", qnode, node)
-    if node.op in _PASS_THROUGH:
+    if role is Qdq.INTEGER:
+        return _match_all_dequantized(qnode, node)
+    if role is Qdq.SELECTS:
         return _match_pass(qnode, node)
-    if node.op in _AVERAGING:
+    if role is Qdq.AVERAGES:
         return _match_average(qnode, node)
     return None
 
@@ -378,7 +376,7 @@ def _match_dq_only(qnode: Node, dq: Node, act: Node | None, effect: _ActEffect |
     if act is None or (effect is not None and effect.absorbed):
         return Group("requantize", qnode, dq, [x])
     assert effect is not None
-    if act.op == "nn.relu":
+    if "a_min" not in act.attrs:
         # relu on quantized data is max(q, zero_point): exactly relu of the real values
         return Group("pass", qnode, act, [x])
     # Q(clip(r)) = clamp(Q(r), Q(lo), Q(hi)) because Q is monotone; with other output
@@ -399,9 +397,9 @@ def _match_matmul(qnode: Node, node: Node, act: Node | None, effect: _ActEffect 
     if node.op in ("nn.bias_add", "add"):
         bias_node = node
         a, b = node.inputs
-        if a.producer is not None and a.producer.op in _MATMUL_LIKE:
+        if _role(a.producer) is Qdq.LINEAR:
             main, bias_src = a, b
-        elif node.op == "add" and b.producer is not None and b.producer.op in _MATMUL_LIKE:
+        elif node.op == "add" and _role(b.producer) is Qdq.LINEAR:
             main, bias_src = b, a
         else:
             return None
@@ -410,7 +408,7 @@ def _match_matmul(qnode: Node, node: Node, act: Node | None, effect: _ActEffect 
         producer = main.producer
         assert producer is not None
         node = producer
-    if node.op not in _MATMUL_LIKE:
+    if _role(node) is not Qdq.LINEAR:
         return None
     out = qnode.output.type
     oq = out.quant
@@ -426,17 +424,16 @@ def _match_matmul(qnode: Node, node: Node, act: Node | None, effect: _ActEffect 
     if src is None or weight is None or weight.data.dtype.name not in QUANT_DTYPES:
         return None
     x, _dq = src
-    qop = _MATMUL_LIKE[node.op]
+    qop = _qnn_op(node)
     try:
         _, (acc,) = infer_node_types(qop, [x.type, TensorType.of(weight.data, weight.quant)], node.attrs)
     except AccelError:
         return None
     aq = acc.quant
     assert aq is not None
-    if node.op == "nn.dense":
-        channel_axis = acc.rank - 1
-    else:
-        channel_axis = node.attrs["data_layout"].index("C")
+    channel_axes = get_op(node.op).channel_axes
+    assert channel_axes is not None  # LINEAR ops declare them (checked at registration)
+    channel_axis = channel_axes(node.attrs, acc.rank)[0]
     channels = acc.shape[channel_axis]
     acc_scale = np.broadcast_to(aq.scale.astype(np.float64), (channels,))
     try:
@@ -503,8 +500,8 @@ def _int32_bias(
     return scaled.astype(np.int32), protect
 
 
-def _match_all_dequantized(kind: str, qnode: Node, node: Node) -> Group | None:
-    """A ``kind`` group ("binary", "concat") when every input dequantizes an integer tensor of the output's dtype."""
+def _match_all_dequantized(qnode: Node, node: Node) -> Group | None:
+    """An ``INTEGER`` group when every input dequantizes an integer tensor of the output's dtype."""
     sources = [_dq_source(v) for v in node.inputs]
     found = [s for s in sources if s is not None]
     if len(found) != len(sources):
@@ -513,7 +510,7 @@ def _match_all_dequantized(kind: str, qnode: Node, node: Node) -> Group | None:
     if any(v.type.dtype != qnode.output.type.dtype for v in ins):
         return None
     protect = [dq for x, dq in found if x.const is not None]
-    return Group(kind, qnode, node, ins, protect=protect)
+    return Group("integer", qnode, node, ins, protect=protect)
 
 
 def _single_dq_input(node: Node) -> tuple[Value, Node] | None:
@@ -523,9 +520,7 @@ def _single_dq_input(node: Node) -> tuple[Value, Node] | None:
 
 
 def _match_pass(qnode: Node, node: Node) -> Group | None:
-    """A value-moving op on the stored integers; requantized when the parameters differ."""
-    if node.op == "image.resize2d" and node.attrs["method"] != "nearest_neighbor":
-        return None
+    """A ``SELECTS`` op on the stored integers; requantized when the parameters differ."""
     src = _single_dq_input(node)
     if src is None:
         return None
@@ -558,7 +553,7 @@ def _match_average(qnode: Node, node: Node) -> Group | None:
     assert xq is not None and oq is not None
     ratio = float(xq.scale) / float(oq.scale)
     shift = max(0, math.ceil(math.log2(ratio) - 1e-9))
-    pads_count = node.op == "nn.avg_pool2d" and node.attrs["count_include_pad"] and any(node.attrs["padding"])
+    pads_count = bool(node.attrs.get("count_include_pad")) and any(node.attrs.get("padding", ()))
     if xq == oq and not (pads_count and int(xq.zero_point)):
         # same parameters: the rounded integer mean is the answer, one rounding
         widen: dict[str, Any] = {"op": "cast", "dtype": "int32"}

@@ -1,4 +1,4 @@
-"""Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2.
+"""Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2, DenseNet-121.
 
 The graphs have the shape of what PyTorch's exporter writes for torchvision's
 models in eval mode (Conv + BatchNormalization, Relu, MaxPool, residual Add,
@@ -32,6 +32,7 @@ __all__ = [
     "INPUT_NAME",
     "OPSET",
     "OUTPUT_NAME",
+    "densenet121",
     "mobilenet_v2",
     "quantize_qdq",
     "random_inputs",
@@ -336,3 +337,37 @@ def quantize_qdq(
         quantized = onnx.load_model(dst)
     onnx.checker.check_model(quantized)
     return quantized
+
+
+def _dense_pre(b: _Builder, x: str, c: int) -> str:
+    """DenseNet's pre-activation: BatchNormalization -> Relu."""
+    return b.relu(b.bn(x, c))
+
+
+def densenet121(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """DenseNet-121 (dense blocks 6-12-24-16, growth rate 32, bottleneck width 4 x 32, compression 0.5).
+
+    As torchvision exports it: every dense layer concatenates all the feature maps
+    of its block so far (one ``Concat`` per layer), then BN -> ReLU -> 1x1 conv ->
+    BN -> ReLU -> 3x3 conv; a transition is BN -> ReLU -> 1x1 conv -> 2x2 average
+    pool; the head is BN -> ReLU -> global average pool -> classifier.
+    """
+    _check_resolution(resolution)
+    growth, bottleneck = 32, 4 * 32
+    b = _Builder(seed)
+    x = _stem(b, 64)
+    c = 64
+    for block, layers in enumerate((6, 12, 24, 16)):
+        features = [x]
+        for _ in range(layers):
+            cat = b.node("Concat", features, axis=1) if len(features) > 1 else features[0]
+            y = b.conv(_dense_pre(b, cat, c), c, bottleneck, 1)
+            features.append(b.conv(_dense_pre(b, y, bottleneck), bottleneck, growth, 3))
+            c += growth
+        x = b.node("Concat", features, axis=1)
+        if block < 3:
+            x = b.conv(_dense_pre(b, x, c), c, c // 2, 1)
+            x = b.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])
+            c //= 2
+    b.head(_dense_pre(b, x, c), c, num_classes)
+    return b.model("densenet121", resolution, num_classes)

@@ -6,7 +6,8 @@
 // labels); the format is in that module's docstring. GraphBlob::parse reads it
 // through a BlobReader and checks everything before returning:
 //
-//   - every count, string, list and the attribute nesting against GraphLimits;
+//   - the size of the tables, every count, string, list and the attribute nesting
+//     against GraphLimits;
 //   - every tensor id, dtype, rank, dimension and element count, every
 //     quantization axis and scale, every constant's offset, size and alignment;
 //   - the dataflow: each node reads only tensors defined before it (graph inputs,
@@ -49,8 +50,13 @@
 
 namespace accel_sdk {
 
+namespace detail {
+class GraphBlobParser;
+}  // namespace detail
+
 // Bounds a graph blob must stay within (the defaults hold any partition accel makes).
 struct GraphLimits {
+  std::uint64_t max_table_bytes = std::uint64_t{1} << 30;  // header, tensor and node tables (not constants)
   std::uint32_t max_tensors = 1u << 20;
   std::uint32_t max_nodes = 1u << 20;
   std::uint32_t max_ids = 1u << 16;      // inputs or outputs of one node or of the graph
@@ -94,7 +100,7 @@ class AttrValue {
   std::uint32_t as_tensor() const { return (want(Kind::Tensor), static_cast<std::uint32_t>(i_)); }
 
  private:
-  friend class GraphBlobParser;
+  friend class detail::GraphBlobParser;
   friend class Attrs;
   void want(Kind k) const {
     if (kind_ != k) throw BlobError(std::string("attribute is ") + kind_name(kind_) + ", not " + kind_name(k));
@@ -163,7 +169,7 @@ class Attrs {
   }
 
  private:
-  friend class GraphBlobParser;
+  friend class detail::GraphBlobParser;
   template <class F>
   auto typed(std::string_view key, F get) const -> decltype(get(std::declval<const AttrValue&>())) {
     const AttrValue& v = at(key);
@@ -268,7 +274,7 @@ class GraphBlob {
   std::vector<TensorSpec> output_specs() const { return specs(outputs_); }
 
  private:
-  friend class GraphBlobParser;
+  friend class detail::GraphBlobParser;
   std::vector<TensorSpec> specs(const std::vector<std::uint32_t>& ids) const {
     std::vector<TensorSpec> out;
     out.reserve(ids.size());
@@ -284,9 +290,13 @@ class GraphBlob {
   std::vector<GraphNode> nodes_;
 };
 
+namespace detail {
+
+// Reads the tables of one graph blob into g (GraphBlob::parse drives it).
 class GraphBlobParser {
  public:
-  GraphBlobParser(BlobReader& r, const GraphLimits& limits, GraphBlob& g) : r_(r), lim_(limits), g_(g) {}
+  GraphBlobParser(BlobReader& r, const GraphLimits& limits, GraphBlob& g, const std::uint8_t* const_base)
+      : r_(r), lim_(limits), g_(g), const_base_(const_base) {}
 
   void tensors(std::size_t const_size) {
     const std::uint32_t n = r_.read_count(7, "tensor count", lim_.max_tensors);  // name length, dtype, rank, flags
@@ -529,16 +539,16 @@ class GraphBlobParser {
     }
   }
 
- public:
-  const std::uint8_t* const_base_ = nullptr;
-
  private:
   BlobReader& r_;
   const GraphLimits& lim_;
   GraphBlob& g_;
+  const std::uint8_t* const_base_;
   std::vector<std::uint8_t> state_;
   std::vector<std::uint32_t> part_writer_;  // index + 1 of the node whose part wrote the tensor
 };
+
+}  // namespace detail
 
 inline GraphBlob GraphBlob::parse(BlobReader& blob, const GraphBlobSpec& spec) {
   if (blob.offset() != 0) blob.fail("a graph blob is read from its first byte");
@@ -570,11 +580,14 @@ inline GraphBlob GraphBlob::parse(BlobReader& blob, const GraphBlobSpec& spec) {
     blob.fail_at(section_at, "constant section at " + std::to_string(const_offset) + " (+" + std::to_string(const_size) +
                                  " bytes) is not an aligned section ending the " + std::to_string(blob.size()) + "-byte blob");
   }
+  if (const_offset > spec.limits.max_table_bytes) {
+    blob.fail_at(section_at, "the tables take " + std::to_string(const_offset) + " bytes, more than the limit " +
+                                 std::to_string(spec.limits.max_table_bytes));
+  }
   // the tables are read through a reader that ends where the constant section begins
   BlobReader tables(blob.data(), static_cast<std::size_t>(const_offset));
   tables.skip(blob.offset(), "header");
-  GraphBlobParser p(tables, spec.limits, g);
-  p.const_base_ = blob.data() + const_offset;
+  detail::GraphBlobParser p(tables, spec.limits, g, blob.data() + const_offset);
   p.tensors(static_cast<std::size_t>(const_size));
   p.graph();
   tables.align(alignment, "padding before the constant section");
