@@ -172,16 +172,20 @@ def test_a_composite_without_labels_has_an_empty_match():
         (("act",), "names no node of its body"),
         ((("x", "PLACEHOLDER", 3),), "has no input 3"),
         ((("x", "PLACEHOLDER", True),), "has no input True"),
+        ("act", "not a tuple of entries"),
+        (3, "not a tuple of entries"),
     ],
 )
 def test_bad_labels_are_a_graph_error(labels, message):
     call = _composite(labels)
     assert call.body is not None
     relu = call.body.nodes[0].name
-    fixed = tuple(
-        tuple(relu if x == "PLACEHOLDER" else x for x in item) if isinstance(item, tuple) else item for item in labels
-    )
-    call = _composite(fixed)
+    if isinstance(labels, tuple):
+        labels = tuple(
+            tuple(relu if x == "PLACEHOLDER" else x for x in item) if isinstance(item, tuple) else item
+            for item in labels
+        )
+    call = _composite(labels)
     with pytest.raises(GraphError, match=message):
         composite_match(call)
 

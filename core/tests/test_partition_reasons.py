@@ -71,16 +71,15 @@ def _reasons(report, backend):
 def test_a_constraint_failure_is_the_reason_not_just_unsupported():
     g = fp32_conv_relu()
     r = partition_graph(g, [Quantized()])
-    conv = g.nodes[0].name
     assert _reasons(r.report, "q") == {
-        "nn.conv2d": f"q.qconv does not match: nn.conv2d {conv!r} has dtype float32, expected uint8",
+        "nn.conv2d": "q.qconv does not match: this nn.conv2d has dtype float32, expected uint8",
         "nn.relu": "relu of float32 is not supported, only uint8",  # the op check speaks for relu
     }
 
 
 def test_the_reason_reaches_inspect_json_and_the_compile_report():
     g = fp32_conv_relu()
-    want = f"q.qconv does not match: nn.conv2d {g.nodes[0].name!r} has dtype float32, expected uint8"
+    want = "q.qconv does not match: this nn.conv2d has dtype float32, expected uint8"
     doc = report_to_json(partition_graph(g, [Quantized()], materialize=False).report)  # what inspect prints
     assert doc["nodes"][0]["reasons"] == {"q": want}
     art = accel.compile(g, "q", available={"q": Quantized})
@@ -121,16 +120,26 @@ def test_a_refusing_check_keeps_its_own_reason():
     assert _reasons(r.report, "checked")["nn.conv2d"] == "checked.conv: kernels must be 1x1"
 
 
-class NhwcConv(Backend):
+class NhwcConvRelu(Backend):
     name = "nhwc"
     layout = "NHWC"
 
     def pattern_table(self):
-        return [PatternEntry("conv", is_op("nn.conv2d")(wildcard(), is_constant()))]
+        return [PatternEntry("conv_relu", is_op("nn.relu")(is_op("nn.conv2d")(wildcard(), is_constant())))]
+
+
+def test_the_root_and_its_inputs_are_named_relative_to_the_node_so_equal_failures_read_alike():
+    b = GraphBuilder(x=(1, 4), y=(1, 4))
+    s = b.op("add", b.x["x"], b.x["y"])
+    g = b.done(b.op("nn.relu", s), b.op("nn.relu", b.op("add", s, b.x["y"])))
+    r = partition_graph(g, [TwoPatterns()])
+    relus = [n.reasons["two"] for n in r.report.nodes if n.op == "nn.relu"]
+    assert relus == ["two.dense_relu does not match: input 0 of this nn.relu is produced by add, expected nn.dense"] * 2
 
 
 def test_values_the_layout_conversion_made_are_named_as_in_the_model():
     b = GraphBuilder(x=(1, 4, 8, 8), w=(4, 4, 3, 3))
-    g = b.done(b.op("nn.conv2d", b.x["x"], b.x["w"]))
-    r = partition_graph(g, [NhwcConv()])
-    assert r.report.nodes[0].reasons == {"nhwc": "nhwc.conv does not match: %w (transposed for NHWC) is not a constant"}
+    g = b.done(b.op("nn.relu", b.op("nn.conv2d", b.x["x"], b.x["w"])))
+    r = partition_graph(g, [NhwcConvRelu()])
+    relu = r.report.nodes[1]
+    assert relu.reasons == {"nhwc": "nhwc.conv_relu does not match: %w (transposed for NHWC) is not a constant"}

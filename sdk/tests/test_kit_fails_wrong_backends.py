@@ -450,6 +450,7 @@ def test_edge_values_hold_every_edge_of_the_dtype():
     [
         ("blob offset 12: tensor count (u32): needs 4 bytes, 2 left", (4, 2)),
         ("blob offset 3: op: needs 1 byte, 0 left", (1, 0)),
+        ("blob offset 40: ints: needs 3 x 8 bytes, 20 left", (24, 20)),
         ("blob offset 9: dims: 3 elements of 8 bytes do not fit in the 20 bytes left", (24, 20)),
         ("blob offset 8: tensor count=6 does not fit in the 0 bytes left (needs 6 x 11)", (66, 0)),
         ("blob offset 8: weights: size 100 does not fit (40 bytes left, at most 4096)", (100, 40)),

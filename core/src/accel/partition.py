@@ -123,7 +123,6 @@ class _Partitioner:
                     view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
-        self.view_values: dict[str, dict[str, Value]] = {}  # layout -> its view's values by name, for reasons
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
         # producers by node index, for the unit graph
@@ -213,22 +212,40 @@ class _Partitioner:
                 if backend.name not in self.reasons[i] and root.op not in own_checks:
                     why = _best_failure(matcher.try_all(root, view, exclude=taken))
                     if why is not None:
-                        text = self._model_names(why[1], backend.layout)
+                        text = self._describe(why[1], root, backend.layout)
                         self.reasons[i][backend.name] = f"{backend.name}.{table[why[0]].name} does not match: {text}"
 
-    def _model_names(self, reason: str, layout: str) -> str:
-        """``reason`` with values the layout conversion made (``%transpose_3``) named as in the model."""
-        if layout == self.layout:
-            return reason
-        view, _, origin = self.views[layout]
-        names = self.view_values.get(layout)
-        if names is None:
-            names = self.view_values[layout] = {v.name: v for v in view.values()}
+    def _describe(self, reason: str, root: Node, layout: str) -> str:
+        """A pattern's failure at ``root`` as the report shows it, beside that node.
+
+        The root is "this <op>" and its inputs "input i of this <op>" (so equal
+        failures at many nodes read the same and group); other values the
+        layout conversion made (``%transpose_3``) are named as in the model.
+        """
+        this = f"this {root.op}"
+        reason = reason.replace(f"{root.op} {root.name!r}", this)
+        inputs: dict[str, int] = {}
+        for k, v in enumerate(root.inputs):
+            inputs.setdefault(v.name, k)
+            p = v.producer
+            if p is not None:  # the producer's op says enough; its name would tell the nodes apart
+                reason = reason.replace(
+                    f"%{v.name} is produced by {p.op} {p.name!r}", f"%{v.name} is produced by {p.op}"
+                )
+        origin = self.views[layout][2]
+        near: list[dict[str, Value]] = []
 
         def rename(m: re.Match[str]) -> str:
-            v = names.get(m.group(1))
-            name = origin.get(id(v), (m.group(1),))[0] if v is not None else m.group(1)
-            return m.group(0) if name == m.group(1) else f"%{name} (transposed for {layout})"
+            name = m.group(1)
+            if name in inputs:
+                return f"input {inputs[name]} of {this}"
+            if layout == self.layout:
+                return m.group(0)
+            if not near:
+                near.append(_values_near(root))
+            v = near[0].get(name)
+            model = origin.get(id(v), (name,))[0] if v is not None else name
+            return m.group(0) if model == name else f"%{model} (transposed for {layout})"
 
         return _VALUE_NAME.sub(rename, reason)
 
@@ -588,6 +605,23 @@ class _Taken:
     def __contains__(self, node: object) -> bool:
         i = self.p.index.get(getattr(node, "name", ""), -1)
         return i < 0 or self.p.owner[i] >= 0 or (i, self.b) in self.p.banned
+
+
+def _values_near(root: Node, limit: int = 64) -> dict[str, Value]:
+    """The values read by ``root`` and its nearest producers, by name: those a pattern rooted there can name."""
+    found: dict[str, Value] = {}
+    queue = [root]
+    seen = {id(root)}
+    for node in queue:  # grows while it is walked: breadth first
+        if len(found) >= limit:
+            break
+        for v in node.inputs:
+            found.setdefault(v.name, v)
+            p = v.producer
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                queue.append(p)
+    return found
 
 
 def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int, str] | None:

@@ -816,6 +816,8 @@ def _run(
         return MatchFailure(root, f"{_what(root)} has no outputs")
     if pattern._m(root.outputs[0], st, finish):
         return found[0]
+    if not explain:
+        return MatchFailure(root, "")  # nobody reads it: Pattern.match returns None
     return MatchFailure(root, st.reason or f"{_what(root)} does not match {pattern!r}", max(st.rank, 0.0))
 
 
@@ -909,9 +911,14 @@ def composite_match(call: Node) -> CompositeMatch:
         raise GraphError(f"node {call.name!r} ({call.op}) is not a composite call")
     if not body.nodes:
         raise GraphError(f"composite call {call.name!r} has an empty body")
+    labels = call.attrs.get(LABELS_ATTR, ())
+    if not isinstance(labels, tuple):
+        raise GraphError(
+            f"composite call {call.name!r}: attribute {LABELS_ATTR!r} is {labels!r}, not a tuple of entries"
+        )
     by_name = {n.name: n for n in body.nodes}
     bindings: dict[str, Node | Value] = {}
-    for item in call.attrs.get(LABELS_ATTR, ()):
+    for item in labels:
         ok = isinstance(item, tuple) and len(item) in (2, 3) and all(isinstance(x, str) for x in item[:2])
         node = by_name.get(item[1]) if ok else None
         if node is None:

@@ -30,7 +30,7 @@ class NodeReport:
     #: for a host node): why. The reason of the backend's check when one was
     #: asked, else for an op the backend has patterns but no op check for, why
     #: the pattern that got furthest did not match
-    #: (``"acl.conv2d does not match: nn.conv2d 'c1' has dtype float32, expected uint8"``).
+    #: (``"acl.conv2d does not match: this nn.conv2d has dtype float32, expected uint8"``).
     reasons: dict[str, str] = field(default_factory=dict)
     #: Value names read and written (to draw the graph).
     inputs: list[str] = field(default_factory=list)

@@ -88,7 +88,7 @@ def refusals() -> list[Refusal]:
         Refusal(
             "conv with weights computed at run time",
             b.done(y),
-            "testbackend.conv2d does not match: %w (transposed for NHWC) is not a constant",
+            "testbackend.conv2d does not match: input 1 of this nn.conv2d is not a constant",
         )
     )
     b = GraphBuilder(x=(1, 4, 8, 8))
@@ -97,7 +97,7 @@ def refusals() -> list[Refusal]:
         Refusal(
             "bias_add without a conv",
             b.done(bias),
-            "testbackend.conv2d does not match: %x is not an op output, expected nn.conv2d",
+            "testbackend.conv2d does not match: input 0 of this nn.bias_add is not an op output, expected nn.conv2d",
         )
     )
     b = GraphBuilder(x=(1, 4, 8, 8))
