@@ -206,7 +206,7 @@ def edge_values(array: np.ndarray, seed: int = 0) -> np.ndarray:
     return out
 
 
-_SHORTFALL: tuple[tuple[re.Pattern[str], Callable[[Sequence[str]], tuple[int | None, int]]], ...] = (
+_SHORTFALL: tuple[tuple[re.Pattern[str], Callable[[Sequence[str]], tuple[int, int]]], ...] = (
     # "<what>: needs 8 bytes, 3 left"
     (re.compile(r"needs (\d+) bytes?, (\d+)(?: bytes?)? left"), lambda g: (int(g[0]), int(g[1]))),
     # "<what>: needs 12 x 4 bytes, 40 left" (an array)
@@ -226,20 +226,17 @@ _SHORTFALL: tuple[tuple[re.Pattern[str], Callable[[Sequence[str]], tuple[int | N
     ),
     # "<what>: size 100 does not fit (40 bytes left, ...)"
     (re.compile(r"size (\d+) does not fit \((\d+) bytes? left"), lambda g: (int(g[0]), int(g[1]))),
-    # "<what>=12 does not fit in the 40 bytes left": a count too large for what is left
-    (re.compile(r"=(\d+) does not fit in the (\d+) bytes? left"), lambda g: (None, int(g[1]))),
 )
 
 
-def shortfall(message: str) -> tuple[int | None, int] | None:
+def shortfall(message: str) -> tuple[int, int] | None:
     """(bytes needed, bytes left) stated by a blob reader's error message, or None when it states no shortfall.
 
     Understands accel-sdk's ``BlobReader`` messages: ``needs N bytes, M left``,
     ``needs A x B bytes, M left``,
     ``A elements of B bytes do not fit in the M bytes left``,
-    ``... does not fit in the M bytes left (needs A x B)``,
-    ``size N does not fit (M bytes left, ...)``, and a count that does not
-    fit, ``count=N does not fit in the M bytes left`` (needed: None).
+    ``... does not fit in the M bytes left (needs A x B)`` and
+    ``size N does not fit (M bytes left, ...)``.
     """
     for pattern, read in _SHORTFALL:
         found = pattern.search(message)
@@ -633,7 +630,7 @@ def _truncation_problem(message: str, length: int) -> str | None:
     needed, left = stated
     if left > length:
         return f"which says {left} bytes were left of a {length}-byte blob: the reader lost track of the end"
-    if needed is not None and needed <= left:
+    if needed <= left:
         return f"which says {needed} bytes were needed and {left} left: that is no shortfall"
     return None
 
