@@ -1,10 +1,14 @@
-"""Sessions: ``nox -s tests`` (the CI gate), ``lint``, ``demo``, ``bench``.
+"""Sessions: ``nox -s tests`` (the CI gate), ``lint``, ``demo``, ``bench``, ``template``, ``wheels``, ``fuzz``.
 
 Each distribution is built and installed as a user would get it (a wheel,
 never editable), then its tests run against the installed package.
 """
 
 from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
 
 import nox
 
@@ -23,6 +27,9 @@ TEST_BACKENDS = [
 ]
 BUILD_TOOLS = ["scikit-build-core", "pybind11", "hatchling", "cmake", "ninja"]
 PYTHON = None  # the interpreter nox runs under
+ROOT = Path(__file__).resolve().parent
+#: Where ``nox -s wheels`` writes the wheels a package index would serve.
+WHEELHOUSE = ROOT / "wheelhouse"
 
 
 def install_all(session: nox.Session) -> None:
@@ -61,6 +68,53 @@ def bench(session: nox.Session) -> None:
     install_all(session)
     session.run("python", "core/benchmarks/bench_core.py", *session.posargs)
     session.run("python", "core/benchmarks/bench_partition.py")
+
+
+@nox.session(python=PYTHON)
+def template(session: nox.Session) -> None:
+    """Render a backend with `accel-sdk new` in a temporary folder, build and install it next to the core, run its tests."""
+    session.install("./core", "./sdk", "pytest", *BUILD_TOOLS)
+    with tempfile.TemporaryDirectory(prefix="accel-template-") as tmp:
+        backend = Path(tmp) / "accel-mynpu"
+        session.run("accel-sdk", "new", "mynpu", "--output", str(backend))
+        session.install("--no-build-isolation", str(backend))
+        session.run("accel", "backends")
+        session.run("pytest", "-p", "no:cacheprovider", str(backend / "tests"), *session.posargs)
+
+
+def _plugin_folders() -> list[Path]:
+    """Every plugin distribution of the checkout: plugins/*/ and the test backend."""
+    plugins = sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+    return [*plugins, ROOT / "tests" / "backends" / "testbackend"]
+
+
+@nox.session(python=PYTHON)
+def wheels(session: nox.Session) -> None:
+    """Build ./wheelhouse: accel-core, accel-sdk and plugin wheels, then install them from it as a user would.
+
+    `nox -s wheels` builds every plugin (plugins/*, tests/backends/testbackend);
+    `nox -s wheels -- plugins/acl` only the ones named. Afterwards, in any environment:
+
+        pip install --find-links wheelhouse accel-core accel-testbackend
+
+    Each plugin is built in pip's isolated build environment, whose accel-core and
+    accel-sdk come from the wheelhouse (--find-links reaches build isolation too):
+    the same build a user's `pip install` would run. Needs a C++17 compiler.
+    """
+    plugins = [Path(p).resolve() for p in session.posargs] or _plugin_folders()
+    WHEELHOUSE.mkdir(exist_ok=True)
+    for old in WHEELHOUSE.glob("accel_*.whl"):
+        old.unlink()
+    # other find-links of this machine's pip configuration stay in effect
+    links = " ".join([str(WHEELHOUSE), *filter(None, [os.environ.get("PIP_FIND_LINKS")])])
+    env = {"PIP_FIND_LINKS": links}
+    session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), "./core", "./sdk", env=env)
+    session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), *map(str, plugins), env=env)
+    built = sorted({w.name.split("-")[0].replace("_", "-") for w in WHEELHOUSE.glob("accel_*.whl")})
+    session.log(f"{WHEELHOUSE}: {', '.join(built)}")
+    # the user's command, in this session's empty environment
+    session.run("python", "-m", "pip", "install", "--find-links", str(WHEELHOUSE), *built)
+    session.run("accel", "backends")
 
 
 @nox.session(python=PYTHON)

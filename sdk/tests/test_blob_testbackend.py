@@ -9,15 +9,16 @@ from accel_sdk.blob import BlobWriter
 from accel.abi import dtype_code
 
 _runtime = pytest.importorskip("accel_testbackend._runtime", reason="accel-testbackend is not installed")
+from accel_testbackend.serializer import OPCODES, VERSION  # noqa: E402
 
-RELU, CLIP = 2, 5
+RELU, CLIP = OPCODES["nn.relu"], OPCODES["clip"]
 
 
 def atbk_blob(shape: tuple[int, ...], ops: list[tuple[int, list[int], list[int], list[float]]]) -> bytes:
     """The testbackend's format (its README), with one float32 tensor per op boundary."""
     w = BlobWriter()
     w.magic(b"ATBK")
-    w.u32(1)
+    w.u32(VERSION)
     w.u32(len(ops) + 1)
     for _ in range(len(ops) + 1):
         w.u8(dtype_code("float32"))

@@ -1,5 +1,7 @@
 """The sdk's C++ headers at work, through the testbackend's runtime (built with accel-sdk).
 
+Blobs are written with accel_sdk.blob.BlobWriter, field by field, so a test can break any field.
+
 blob_reader.hpp: every malformed blob is a ValueError naming the offset;
 runtime.hpp: the C table, the capsule, argument checks; quant.hpp: requantize
 bit for bit with accel.quant.
@@ -7,11 +9,10 @@ bit for bit with accel.quant.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 
+from accel.abi import dtype_code
 from accel.backend import ABI_VERSION, runtime_abi_version
 from accel.builder import GraphBuilder
 from accel.errors import QuantizationError
@@ -19,36 +20,55 @@ from accel.ir import QuantParams, TensorType
 from accel.quant import quantize_multiplier, requantize
 
 _runtime = pytest.importorskip("accel_testbackend._runtime", reason="accel-testbackend is not installed")
+from accel_sdk.blob import BlobWriter  # noqa: E402
 from accel_testbackend import TestBackend  # noqa: E402
+from accel_testbackend.serializer import CONSTANT_ALIGN, MAGIC, OPCODES, VERSION  # noqa: E402
 
-F32, I8, U8, I32 = 0, 3, 4, 7
-RELU, REQUANTIZE = 2, 8
+F32, I8, U8, I32 = (dtype_code(name) for name in ("float32", "int8", "uint8", "int32"))
+RELU, REQUANTIZE = OPCODES["nn.relu"], OPCODES["qnn.requantize"]
 
-
-def tensor(dtype: int, shape: tuple[int, ...], data: bytes | None = None) -> bytes:
-    rec = struct.pack(f"<BB{len(shape)}q", dtype, len(shape), *shape)
-    return rec + (b"\x00" if data is None else b"\x01" + struct.pack("<Q", len(data)) + data)
-
-
-def op(code: int, ins: list[int], outs: list[int], ints=(), floats=()) -> bytes:
-    return struct.pack(
-        f"<BB{len(ins)}IB{len(outs)}IB{len(ints)}qB{len(floats)}f",
-        code, len(ins), *ins, len(outs), *outs, len(ints), *ints, len(floats), *floats,
-    )  # fmt: skip
+Tensor = tuple[int, tuple[int, ...], "bytes | None"]
+Op = tuple[int, list[int], list[int], tuple[int, ...], tuple[float, ...]]
 
 
-def blob(tensors: list[bytes], inputs: list[int], outputs: list[int], ops: list[bytes], version: int = 1) -> bytes:
-    return b"".join(
-        [
-            b"ATBK",
-            struct.pack("<II", version, len(tensors)),
-            *tensors,
-            struct.pack(f"<I{len(inputs)}I", len(inputs), *inputs),
-            struct.pack(f"<I{len(outputs)}I", len(outputs), *outputs),
-            struct.pack("<I", len(ops)),
-            *ops,
-        ]
-    )
+def tensor(dtype: int, shape: tuple[int, ...], data: bytes | None = None) -> Tensor:
+    return (dtype, shape, data)
+
+
+def op(code: int, ins: list[int], outs: list[int], ints=(), floats=()) -> Op:
+    return (code, ins, outs, tuple(ints), tuple(floats))
+
+
+def header(w: BlobWriter, n_tensors: int, version: int = VERSION) -> BlobWriter:
+    w.magic(MAGIC)
+    w.u32(version)
+    w.u32(n_tensors)
+    return w
+
+
+def blob(tensors: list[Tensor], inputs: list[int], outputs: list[int], ops: list[Op], version: int = VERSION) -> bytes:
+    """A testbackend blob (README.md's format) written field by field, so tests can break any field."""
+    w = header(BlobWriter(), len(tensors), version)
+    for dtype, shape, data in tensors:
+        w.u8(dtype)
+        w.u8(len(shape))
+        w.array("i64", shape)
+        w.u8(int(data is not None))
+        if data is not None:
+            w.constant(data, align=CONSTANT_ALIGN)
+    w.counted_array("u32", inputs)
+    w.counted_array("u32", outputs)
+    w.u32(len(ops))
+    for code, ins, outs, ints, floats in ops:
+        w.u8(code)
+        for ids in (ins, outs):
+            w.u8(len(ids))
+            w.array("u32", ids)
+        w.u8(len(ints))
+        w.array("i64", ints)
+        w.u8(len(floats))
+        w.array("f32", floats)
+    return w.getvalue()
 
 
 RELU_BLOB = blob([tensor(F32, (2, 3)), tensor(F32, (2, 3))], [0], [1], [op(RELU, [0], [1])])
@@ -66,10 +86,10 @@ def test_a_minimal_blob_runs():
     [
         (b"", "blob offset 0: magic: needs 4 bytes, 0 left"),
         (b"NOPE" + RELU_BLOB[4:], "blob offset 0: bad magic"),
-        (blob([], [], [], [], version=2), "blob offset 4: format version 2 is not supported"),
+        (blob([], [], [], [], version=VERSION + 1), f"blob offset 4: format version {VERSION + 1} is not supported"),
         (RELU_BLOB + b"\x00", "1 unexpected trailing bytes"),
-        (b"ATBK" + struct.pack("<II", 1, 1000), "blob offset 8: tensor count=1000 does not fit in the 0 bytes left"),
-        (b"ATBK" + struct.pack("<II", 1, 0xFFFFFFFF), "blob offset 8: tensor count=4294967295, at most 1048576"),
+        (header(BlobWriter(), 1000).getvalue(), "blob offset 8: tensor count=1000 does not fit in the 0 bytes left"),
+        (header(BlobWriter(), 0xFFFFFFFF).getvalue(), "blob offset 8: tensor count=4294967295, at most 1048576"),
         (blob([tensor(F32, (2,))], [5], [], []), "graph input id 5 out of range"),
         (blob([tensor(F32, (1 << 32, 1 << 32, 1 << 32))], [], [], []), "overflows"),
         (blob([tensor(F32, (1 << 21, 1 << 21))], [], [], []), "more than 2^40 elements"),

@@ -9,11 +9,33 @@
 # (the package folder inside the wheel). The header folders are in
 # ACCEL_SDK_INCLUDE_DIR and ACCEL_CORE_INCLUDE_DIR.
 #
-# Needs, in the build environment: Python >= 3.10 with accel-core and pybind11.
+# Needs a C++17 compiler (GCC >= 8, Clang >= 7, MSVC 2019) and, in the build
+# environment, Python >= 3.10 with accel-core and pybind11. A project may declare
+# `project(<name> LANGUAGES NONE)`: this file then looks for the compiler itself
+# and, without one, stops with one line saying what to install.
 # scikit-build-core finds this file through accel-sdk's `cmake.root` entry
 # point; elsewhere pass -Daccel_sdk_DIR=$(python -c "import accel_sdk; print(accel_sdk.get_cmake_dir())").
 
 include_guard(GLOBAL)
+
+# A C++17 compiler, checked before anything else. (Error texts start with a space:
+# CMake then prints them as one line, unwrapped, easy to find in a pip build log.)
+get_property(_accel_sdk_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+if(NOT "CXX" IN_LIST _accel_sdk_languages)
+  include(CheckLanguage)
+  check_language(CXX)
+  if(NOT CMAKE_CXX_COMPILER)
+    message(FATAL_ERROR
+      " accel-sdk: no C++ compiler found; building an accel backend needs a C++17 compiler "
+      "(GCC >= 8 or Clang >= 7: apt install g++, dnf install gcc-c++, xcode-select --install), or set CXX to one")
+  endif()
+  enable_language(CXX)
+endif()
+if(NOT "cxx_std_17" IN_LIST CMAKE_CXX_COMPILE_FEATURES)
+  message(FATAL_ERROR
+    " accel-sdk: the C++ compiler ${CMAKE_CXX_COMPILER} (${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}) "
+    "does not support C++17; building an accel backend needs GCC >= 8 or Clang >= 7 (set CXX to one)")
+endif()
 
 get_filename_component(ACCEL_SDK_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
 
@@ -31,7 +53,7 @@ if(NOT TARGET pybind11::headers)
       OUTPUT_VARIABLE _accel_sdk_pybind11_dir
       RESULT_VARIABLE _accel_sdk_result)
     if(NOT _accel_sdk_result EQUAL 0)
-      message(FATAL_ERROR "accel-sdk: pybind11 not found; install it in the build environment (build requirement \"pybind11\")")
+      message(FATAL_ERROR " accel-sdk: pybind11 not found; install it in the build environment (build requirement \"pybind11\")")
     endif()
     find_package(pybind11 CONFIG REQUIRED HINTS "${_accel_sdk_pybind11_dir}" NO_DEFAULT_PATH)
   endif()
@@ -44,7 +66,7 @@ execute_process(
   RESULT_VARIABLE _accel_sdk_result)
 if(NOT _accel_sdk_result EQUAL 0 OR NOT EXISTS "${ACCEL_CORE_INCLUDE_DIR}/accel/runtime_abi.h")
   message(FATAL_ERROR
-    "accel-sdk: no accel/runtime_abi.h from accel-core for ${Python_EXECUTABLE}; "
+    " accel-sdk: no accel/runtime_abi.h from accel-core for ${Python_EXECUTABLE}; "
     "install accel-core in the build environment (build requirement \"accel-core\").\n${_accel_sdk_error}")
 endif()
 

@@ -5,6 +5,7 @@
 // id, the arity and shapes of every op, the order (an op reads only tensors
 // defined before it). run() is const: intermediates live in a per-call arena.
 #include <accel_sdk/blob_reader.hpp>
+#include <accel_sdk/geometry.hpp>
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/runtime.hpp>
 #include <accel_sdk/tensor.hpp>
@@ -28,7 +29,8 @@ using accel_sdk::Shape;
 using accel_sdk::TensorSpec;
 using accel_sdk::TensorView;
 
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
+constexpr std::size_t kConstantAlign = 64;  // serializer.py: CONSTANT_ALIGN
 constexpr std::uint32_t kMaxTensors = 1u << 20;
 constexpr std::uint32_t kMaxOps = 1u << 20;
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 32;
@@ -49,10 +51,8 @@ struct Tensor {
   std::size_t arena_offset = 0;    // intermediates only
 };
 
-// Window geometry of a pool or a convolution along H and W.
-struct Window {
-  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1;
-};
+// Window geometry of a pool or a convolution along H and W (accel_sdk/geometry.hpp computes its output size).
+using Window = accel_sdk::geometry::Window2d;
 
 struct Op {
   Opcode code = RELU;
@@ -63,14 +63,6 @@ struct Op {
   accel_sdk::quant::Requantizer requant;
   std::vector<float> packed;  // conv2d: weights as [KH][KW][I][O]
 };
-
-std::int64_t pool_out(std::int64_t size, std::int64_t pad0, std::int64_t pad1, std::int64_t k, std::int64_t s, bool ceil) {
-  const std::int64_t span = size + pad0 + pad1 - k;
-  if (!ceil) return span / s + 1;
-  std::int64_t out = (span + s - 1) / s + 1;
-  if ((out - 1) * s >= size + pad0) out -= 1;  // a last window starting in the end padding is dropped
-  return out;
-}
 
 class TestRuntime {
  public:
@@ -122,9 +114,9 @@ class TestRuntime {
       const std::size_t bytes = accel_sdk::checked_mul(t.spec.shape.elements(), accel_sdk::dtype_size(t.spec.dtype), "tensor");
       if (t.kind == CONSTANT) {
         const std::size_t at = blob.offset();
-        const std::uint64_t size = blob.read<std::uint64_t>("constant size");
+        std::size_t size = 0;
+        const std::uint8_t* p = blob.read_constant(kConstantAlign, &size, "constant", bytes);
         if (size != bytes) blob.fail_at(at, "constant of " + t.spec.describe() + " has " + std::to_string(size) + " bytes");
-        const std::uint8_t* p = blob.read_bytes(bytes, "constant data");
         t.data.assign(p, p + bytes);
       }
     }
@@ -204,11 +196,8 @@ class TestRuntime {
         op.win = read_window(ints, /*pool=*/true);
         const bool ceil = flag(ints[8]);
         if (op.code == AVG_POOL2D) op.flag = flag(ints[9]);
-        const Window& w = op.win;
-        if (w.pt >= w.kh || w.pb >= w.kh || w.pl >= w.kw || w.pr >= w.kw) fail("padding must be smaller than the window");
-        if (x.shape[1] + w.pt + w.pb < w.kh || x.shape[2] + w.pl + w.pr < w.kw) fail("window larger than the padded input");
-        const Shape want{x.shape[0], pool_out(x.shape[1], w.pt, w.pb, w.kh, w.sh, ceil),
-                         pool_out(x.shape[2], w.pl, w.pr, w.kw, w.sw, ceil), x.shape[3]};
+        const auto g = accel_sdk::geometry::pool2d(x.shape[1], x.shape[2], op.win, ceil);  // GeometryError if it does not fit
+        const Shape want{x.shape[0], g.oh, g.ow, x.shape[3]};
         if (y.shape != want) fail("output shape " + y.shape.str() + " does not match the window (" + want.str() + ")");
         break;
       }
@@ -251,10 +240,8 @@ class TestRuntime {
         op.win.kh = kh;
         op.win.kw = kw;
         op.flag = flag(ints[8]);
-        const Window& g = op.win;
-        const std::int64_t eh = g.dh * (kh - 1) + 1, ew = g.dw * (kw - 1) + 1;
-        if (x.shape[1] + g.pt + g.pb < eh || x.shape[2] + g.pl + g.pr < ew) fail("kernel larger than the padded input");
-        const Shape want{x.shape[0], (x.shape[1] + g.pt + g.pb - eh) / g.sh + 1, (x.shape[2] + g.pl + g.pr - ew) / g.sw + 1, o};
+        const auto g = accel_sdk::geometry::conv2d(x.shape[1], x.shape[2], op.win);  // GeometryError if it does not fit
+        const Shape want{x.shape[0], g.oh, g.ow, o};
         if (y.shape != want) fail("output shape " + y.shape.str() + " does not match the convolution (" + want.str() + ")");
         pack_weights(op, tensors_[op.in[1]]);
         break;
@@ -287,10 +274,10 @@ class TestRuntime {
     }
     Window w;
     if (pool) {
-      w = Window{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], 1, 1};
+      w.kh = v[0], w.kw = v[1], w.sh = v[2], w.sw = v[3], w.pt = v[4], w.pl = v[5], w.pb = v[6], w.pr = v[7];
       if (w.kh < 1 || w.kw < 1) fail("pool size must be positive");
     } else {
-      w = Window{1, 1, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+      w.sh = v[0], w.sw = v[1], w.pt = v[2], w.pl = v[3], w.pb = v[4], w.pr = v[5], w.dh = v[6], w.dw = v[7];
       if (w.dh < 1 || w.dw < 1) fail("dilation must be positive");
     }
     if (w.sh < 1 || w.sw < 1) fail("strides must be positive");

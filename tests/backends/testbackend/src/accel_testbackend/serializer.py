@@ -1,10 +1,11 @@
 """The testbackend blob: one partition (NHWC, float32 ops and qnn.requantize) as bytes.
 
-Format version 1, every number little-endian (README.md has the table)::
+Format version 2, written with accel-sdk's :class:`~accel_sdk.blob.BlobWriter`
+(README.md has the table; src/runtime.cpp reads it with ``accel_sdk::BlobReader``)::
 
     "ATBK" u32 version
     u32 n_tensors, per tensor: u8 dtype, u8 rank, rank x i64 dims, u8 kind (0 activation, 1 constant)
-                               constant: u64 nbytes, nbytes of C-order data
+                               constant: u64 nbytes, zero padding to 64, nbytes of C-order data
     u32 n_inputs,  n_inputs  x u32 tensor id
     u32 n_outputs, n_outputs x u32 tensor id
     u32 n_ops, per op: u8 opcode, u8 n_in, n_in x u32, u8 n_out, n_out x u32,
@@ -16,34 +17,21 @@ they are first met: graph inputs, then op by op).
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import numpy as np
+from accel_sdk.blob import BlobWriter
 
+from accel.abi import dtype_code
 from accel.errors import PartitionError
 from accel.ir import CALL_OP, Graph, Node, Value
-from accel.ops.nn import conv2d_geometry, pool2d_geometry
+from accel.ops.geometry import conv2d_geometry, pool2d_geometry
 from accel.pattern import composite_match
 
 MAGIC = b"ATBK"
-VERSION = 1
-
-#: accel_dtype codes of accel/runtime_abi.h.
-DTYPE_CODES = {
-    "float32": 0,
-    "float16": 1,
-    "float64": 2,
-    "int8": 3,
-    "uint8": 4,
-    "int16": 5,
-    "uint16": 6,
-    "int32": 7,
-    "uint32": 8,
-    "int64": 9,
-    "uint64": 10,
-    "bool": 11,
-}
+VERSION = 2
+#: Constants start at a multiple of this many bytes from the start of the blob (runtime.cpp: kConstantAlign).
+CONSTANT_ALIGN = 64
 
 OPCODES = {
     "nn.max_pool2d": 0,
@@ -59,52 +47,51 @@ OPCODES = {
 
 
 class _Blob:
-    """Tensor numbering and the little-endian byte stream of one blob."""
+    """Tensor numbering, the tensor table and the op section of one blob."""
 
     def __init__(self) -> None:
         self.ids: dict[int, int] = {}
-        self.tensors: list[bytes] = []
-        self.ops: list[bytes] = []
+        self.values: list[Value] = []
+        self.ops = BlobWriter()
+        self.n_ops = 0
 
     def tensor(self, v: Value) -> int:
         tid = self.ids.get(id(v))
         if tid is None:
-            tid = self.ids[id(v)] = len(self.tensors)
-            t = v.type
-            rec = struct.pack(f"<BB{t.rank}q", DTYPE_CODES[t.dtype], t.rank, *t.shape)
-            if v.const is None:
-                rec += b"\x00"
-            else:
-                data = np.ascontiguousarray(v.const, dtype=t.np_dtype.newbyteorder("<")).tobytes()
-                rec += b"\x01" + struct.pack("<Q", len(data)) + data
-            self.tensors.append(rec)
+            tid = self.ids[id(v)] = len(self.values)
+            self.values.append(v)
         return tid
 
     def op(self, opcode: str, inputs: list[Value], outputs: list[Value], ints: list[int], floats: list[float]) -> None:
-        ins = [self.tensor(v) for v in inputs]
-        outs = [self.tensor(v) for v in outputs]
-        self.ops.append(
-            struct.pack(
-                f"<BB{len(ins)}IB{len(outs)}IB{len(ints)}qB{len(floats)}f",
-                OPCODES[opcode],
-                len(ins),
-                *ins,
-                len(outs),
-                *outs,
-                len(ints),
-                *ints,
-                len(floats),
-                *floats,
-            )
-        )
+        w = self.ops
+        w.u8(OPCODES[opcode], "opcode")
+        for ids, what in (([self.tensor(v) for v in inputs], "inputs"), ([self.tensor(v) for v in outputs], "outputs")):
+            w.u8(len(ids), what)
+            w.array("u32", ids, what)
+        w.u8(len(ints), "int count")
+        w.array("i64", ints, "ints")
+        w.u8(len(floats), "float count")
+        w.array("f32", floats, "floats")
+        self.n_ops += 1
 
     def encode(self, inputs: list[int], outputs: list[int]) -> bytes:
-        parts = [MAGIC, struct.pack("<II", VERSION, len(self.tensors)), *self.tensors]
-        parts.append(struct.pack(f"<I{len(inputs)}I", len(inputs), *inputs))
-        parts.append(struct.pack(f"<I{len(outputs)}I", len(outputs), *outputs))
-        parts.append(struct.pack("<I", len(self.ops)))
-        parts.extend(self.ops)
-        return b"".join(parts)
+        w = BlobWriter()
+        w.magic(MAGIC)
+        w.u32(VERSION, "version")
+        w.u32(len(self.values), "tensor count")
+        for v in self.values:
+            t = v.type
+            w.u8(dtype_code(t.dtype), "dtype")
+            w.u8(t.rank, "rank")
+            w.array("i64", t.shape, "dims")
+            w.u8(0 if v.const is None else 1, "kind")
+            if v.const is not None:
+                w.constant(np.asarray(v.const, dtype=t.np_dtype), align=CONSTANT_ALIGN)
+        w.counted_array("u32", inputs, "graph inputs")
+        w.counted_array("u32", outputs, "graph outputs")
+        w.u32(self.n_ops, "op count")
+        w.raw(self.ops.getvalue())
+        return w.getvalue()
 
 
 def _f32(x: Any) -> float:
@@ -114,16 +101,15 @@ def _f32(x: Any) -> float:
 
 
 def _conv(blob: _Blob, call: Node) -> None:
-    m = composite_match(call)  # the pattern's labels: conv, bias?, relu?
-    conv = m.node("conv")
-    bias = m.node("bias") if "bias" in m.bindings else None
-    data = m.outer(conv.inputs[0])
+    match = composite_match(call)  # the pattern's labels: conv, and bias / relu when they matched
+    conv = match.node("conv")
     g = conv2d_geometry(conv.attrs, conv.inputs[0].type.shape, conv.inputs[1].type.shape)
     if g.nchw or g.kernel_layout != "OHWI" or g.groups != 1:
         raise PartitionError(f"testbackend serializer: conv {call.name!r} must be NHWC/OHWI with groups=1")
-    inputs = [data, conv.inputs[1]] + ([bias.inputs[1]] if bias is not None else [])
-    relu = int("relu" in m.bindings)
-    ints = [g.sh, g.sw, g.pt, g.pl, g.pb, g.pr, g.dh, g.dw, relu]
+    inputs = [match.outer(conv.inputs[0]), conv.inputs[1]]
+    if "bias" in match.bindings:
+        inputs.append(match.node("bias").inputs[1])
+    ints = [g.sh, g.sw, g.pt, g.pl, g.pb, g.pr, g.dh, g.dw, int("relu" in match.bindings)]
     blob.op("testbackend.conv2d", inputs, list(call.outputs), ints, [])
 
 
