@@ -11,6 +11,7 @@ table) are checked against what the commands print.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -140,3 +141,39 @@ def test_every_hook_is_documented_with_its_exact_signature():
         assert f"### `{name}`" in page, f"docs/plugins.md has no section for {name}"
         assert sig in page, f"docs/plugins.md does not give the exact signature {sig}"
         assert sig in (fn.__doc__ or ""), f"the docstring of {name} does not give its exact signature"
+
+
+def _modules(src: Path, package: str) -> list[tuple[str, Path]]:
+    """(dotted name, file) of every module of ``package`` whose sources are under ``src``."""
+    found = []
+    for path in sorted((src / package).rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found.append((".".join(parts), path))
+    return found
+
+
+def _named_in(section: str, module: str, path: Path) -> bool:
+    """Whether the architecture page's module tables name ``module``: by its dotted name, as a
+    ``.name`` in a row of its siblings, or by a public function or class it defines."""
+    last = module.rsplit(".", 1)[-1]
+    if any(f"`{form}`" in section for form in (module, f".{last}", last)):
+        return True
+    if path.name == "__init__.py" and f"`{module}." in section:
+        return True  # a package: its modules have rows
+    defined = [
+        n.name
+        for n in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
+    ]
+    return any(f"`{name}`" in section for name in defined)
+
+
+def test_every_module_is_in_the_architecture_tables():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    modules = _modules(ROOT / "core" / "src", "accel") + _modules(ROOT / "sdk" / "src", "accel_sdk")
+    assert len(modules) > 40
+    missing = [name for name, path in modules if not _named_in(section, name, path)]
+    assert missing == [], f"docs/architecture.md's module tables do not name: {', '.join(missing)}"
