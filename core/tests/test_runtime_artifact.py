@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import threading
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 from backend_fakes import FakeBackend
 
 import accel
+from accel import runtime
 from accel.artifact import artifact_from_bytes, read_artifact
 from accel.builder import GraphBuilder
 from accel.errors import AbiMismatchError, ArtifactError, BackendNotFoundError, GraphError, InputError, TargetError
-from accel.executor import ReferenceExecutor, _plan
+from accel.executor import Program, ReferenceExecutor, _plan
 from accel.runtime import Executable, create_handle
 
 AVAILABLE = {"fake": FakeBackend}
@@ -242,6 +245,25 @@ def test_target_forms():
         accel.compile(
             _graph(), target={"devices": [{"kind": "fake", "options": {"min_work": -1}}]}, available=AVAILABLE
         )
+
+
+def test_executable_and_reference_executor_are_one_run_core():
+    """Both are a Program: one planner, one run loop, one input boundary; runtime.py adds only the binding."""
+    assert issubclass(Executable, Program) and issubclass(ReferenceExecutor, Program)
+    assert [k for k, v in vars(Executable).items() if callable(v)] == ["__init__"]
+    tree = ast.parse(Path(runtime.__file__).read_text(encoding="utf-8"))
+    from_executor = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "accel.executor"
+                     for a in n.names}  # fmt: skip
+    assert from_executor and not any(name.startswith("_") or name == "ReferenceExecutor" for name in from_executor)
+    g = _graph()
+    exe, ref = Executable(g, {}), ReferenceExecutor(g)
+    assert exe.arena_bytes == ref.arena_bytes
+    messages = []
+    for program in (exe, ref):
+        with pytest.raises(InputError) as info:
+            program.run({"x": np.zeros((2, 3, 4, 5), np.float32), "y": np.zeros((2, 3, 4, 4), np.float32)})
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "x" in messages[0]
 
 
 def test_host_only_executable_matches_reference():
