@@ -2676,9 +2676,9 @@ _ELEMENTWISE = {
 
 @_op(*_ELEMENTWISE)
 def _elementwise(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
-    n = 3 if node.op_type == "Where" else 1 if node.op_type in ("Not", "Floor", "Ceil") else 2
-    args = [cv.need(node, ins, i, f"operand {i}") for i in range(n)]
-    return [cv.emit(_ELEMENTWISE[node.op_type], args, out=node.output[0])]
+    op = _ELEMENTWISE[node.op_type]
+    args = [cv.need(node, ins, i, f"operand {i}") for i in range(get_op(op).num_inputs[0])]
+    return [cv.emit(op, args, out=node.output[0])]
 
 
 @_op("Mod")
