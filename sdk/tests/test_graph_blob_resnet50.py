@@ -11,21 +11,15 @@ import time
 import pytest
 from accel_sdk.graph_blob import GraphBlobWriter, match_composites
 from probe_build import probe
+from test_graph_blob import conv_pattern
 
 import accel
 from accel.backend import Backend, PatternEntry
 from accel.ir import CALL_OP
 from accel.partition import partition_graph
-from accel.pattern import is_constant, is_op, wildcard
 from accel.testing.modelgen import resnet50
 
 pytestmark = pytest.mark.slow
-
-
-def conv_pattern():
-    conv = is_op("nn.conv2d")(wildcard(), is_constant()).named("conv")
-    bias = conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant().named("bias")).named("bias_add"))
-    return bias.optional(lambda x: is_op("nn.relu")(x).named("relu"))
 
 
 class WholeModel(Backend):
