@@ -177,3 +177,13 @@ def test_every_module_is_in_the_architecture_tables():
     assert len(modules) > 40
     missing = [name for name, path in modules if not _named_in(section, name, path)]
     assert missing == [], f"docs/architecture.md's module tables do not name: {', '.join(missing)}"
+
+
+def test_sdk_page_lists_every_check_of_the_conformance_kit():
+    from accel_sdk.testing import BackendConformance
+
+    page = (ROOT / "docs" / "sdk.md").read_text(encoding="utf-8")
+    table = set(re.findall(r"^\| `(test_\w+)` \|", page, re.M))
+    checks = {name for name in dir(BackendConformance) if name.startswith("test_")}
+    assert sorted(checks - table) == [], "docs/sdk.md's conformance-kit table misses these checks"
+    assert sorted(table - checks) == [], "docs/sdk.md's conformance-kit table lists checks the kit does not have"
