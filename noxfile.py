@@ -15,7 +15,7 @@ import nox
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = False
 
-DISTRIBUTIONS = ["./core", "./sdk"]  # plugins/ distributions join this list as they land
+DISTRIBUTIONS = ["./core", "./sdk"]
 #: Backends built in-tree with accel-sdk, as a third party builds them, plus broken
 #: plugins the discovery tests need. Built without isolation: their build needs the
 #: accel-core and accel-sdk installed just before, which the package index lacks.
@@ -32,9 +32,38 @@ ROOT = Path(__file__).resolve().parent
 WHEELHOUSE = ROOT / "wheelhouse"
 
 
+def plugins() -> list[Path]:
+    """The backend distributions of the checkout: every plugins/<name>/ with a pyproject.toml."""
+    return sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+
+
+def build_requires(folders: list[Path]) -> list[str]:
+    """The [build-system] requirements of ``folders`` other than accel's own distributions.
+
+    Plugins are installed without build isolation (their build needs the accel-core and
+    accel-sdk of this checkout, which the package index lacks), so what else they build
+    with (oneDNN's devel wheel, say) is installed into the session first.
+    """
+    import tomllib
+
+    wanted: list[str] = []
+    for folder in folders:
+        requires = tomllib.loads((folder / "pyproject.toml").read_text())["build-system"]["requires"]
+        wanted += [r for r in requires if not r.startswith(("accel-core", "accel-sdk")) and r not in wanted]
+    return wanted
+
+
 def install_all(session: nox.Session) -> None:
-    session.install("./core[test]", "./sdk[test]", *BUILD_TOOLS)
+    """accel-core and accel-sdk (with test extras), then every plugin and test backend built against them."""
+    session.install("./core[test]", "./sdk[test]", *BUILD_TOOLS, *build_requires(plugins()))
     session.install("--no-build-isolation", *TEST_BACKENDS)
+    for plugin in plugins():
+        session.install("--no-build-isolation", f"{plugin}[test]")
+
+
+def test_paths() -> list[str]:
+    """Test folders of the whole suite: core, sdk, cross-package, then each plugin's own."""
+    return ["core/tests", "sdk/tests", "tests", *(str(p.relative_to(ROOT) / "tests") for p in plugins())]
 
 
 @nox.session(python=PYTHON)
@@ -43,7 +72,7 @@ def tests(session: nox.Session) -> None:
     install_all(session)
     session.run("accel", "--version")
     session.run("accel", "backends")
-    session.run("pytest", *(session.posargs or ["core/tests", "sdk/tests", "tests"]))
+    session.run("pytest", *(session.posargs or test_paths()))
 
 
 @nox.session(python=PYTHON)
@@ -68,6 +97,8 @@ def bench(session: nox.Session) -> None:
     install_all(session)
     session.run("python", "core/benchmarks/bench_core.py", *session.posargs)
     session.run("python", "core/benchmarks/bench_partition.py")
+    for script in sorted(ROOT.glob("plugins/*/benchmarks/bench_*.py")):
+        session.run("python", str(script.relative_to(ROOT)), *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -84,8 +115,7 @@ def template(session: nox.Session) -> None:
 
 def _plugin_folders() -> list[Path]:
     """Every plugin distribution of the checkout: plugins/*/ and the test backend."""
-    plugins = sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))
-    return [*plugins, ROOT / "tests" / "backends" / "testbackend"]
+    return [*plugins(), ROOT / "tests" / "backends" / "testbackend"]
 
 
 @nox.session(python=PYTHON)
@@ -101,7 +131,7 @@ def wheels(session: nox.Session) -> None:
     accel-sdk come from the wheelhouse (--find-links reaches build isolation too):
     the same build a user's `pip install` would run. Needs a C++17 compiler.
     """
-    plugins = [Path(p).resolve() for p in session.posargs] or _plugin_folders()
+    folders = [Path(p).resolve() for p in session.posargs] or _plugin_folders()
     WHEELHOUSE.mkdir(exist_ok=True)
     for old in WHEELHOUSE.glob("accel_*.whl"):
         old.unlink()
@@ -109,7 +139,7 @@ def wheels(session: nox.Session) -> None:
     links = " ".join([str(WHEELHOUSE), *filter(None, [os.environ.get("PIP_FIND_LINKS")])])
     env = {"PIP_FIND_LINKS": links}
     session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), "./core", "./sdk", env=env)
-    session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), *map(str, plugins), env=env)
+    session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), *map(str, folders), env=env)
     built = sorted({w.name.split("-")[0].replace("_", "-") for w in WHEELHOUSE.glob("accel_*.whl")})
     session.log(f"{WHEELHOUSE}: {', '.join(built)}")
     # the user's command, in this session's empty environment
