@@ -16,6 +16,7 @@
 // own (what no library computes with accel's rounding).
 #include <accel_sdk/geometry.hpp>
 #include <accel_sdk/graph_blob.hpp>
+#include <accel_sdk/int_ops.hpp>
 #include <accel_sdk/onednn.hpp>
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/runtime.hpp>
@@ -810,12 +811,108 @@ class QnnAdd final : public Kernel {
   bool signed_ = false;
 };
 
+// -- quantized convolution and dense -------------------------------------------------------
+
+// qnn.conv2d / qnn.dense (+ int32 bias, fused relu) + requantize: exact int32 accumulators
+// from oneDNN (accel_sdk/int_ops.hpp, exact on CPUs with and without VNNI), requantized
+// bit for bit by accel_sdk/requantize.hpp, band by band while they are in cache.
+class QnnConv final : public Kernel {
+ public:
+  QnnConv(const Ctx& c, bool dense) {
+    c.arity(2, 3, 1);
+    const auto& x = c.in(0);
+    const auto& w = c.in(1);
+    const auto& y = c.out(0);
+    c.activation(x, "data");
+    c.constant(w, "weights");
+    auto q8 = [&](const GraphTensor& t, const char* what) {
+      if (t.spec.dtype != ACCEL_UINT8 && t.spec.dtype != ACCEL_INT8) c.fail(std::string(what) + " must be uint8 or int8, got " + t.spec.describe());
+    };
+    q8(x, "data");
+    q8(w, "weights");
+    q8(y, "output");
+    onednn::IntConvSpec spec;
+    const Shape& xs = x.spec.shape;
+    const Shape& ws = w.spec.shape;
+    const Shape& ys = y.spec.shape;
+    std::int64_t O = 0;
+    if (dense) {
+      c.rank(x, 2, "data");
+      c.rank(w, 2, "weights");
+      c.rank(y, 2, "output");
+      O = ws[0];
+      if (ws[1] != xs[1] || ys != Shape{xs[0], O} || xs.elements() == 0 || ws.elements() == 0) {
+        c.fail("shapes " + xs.str() + " x " + ws.str() + " -> " + ys.str() + " do not fit");
+      }
+      spec = onednn::dense_spec(xs[0], xs[1], O, x.spec.dtype, 0, w.spec.dtype, w.data);
+    } else {
+      c.rank(x, 4, "data");
+      c.rank(w, 4, "weights");
+      c.rank(y, 4, "output");
+      const std::int64_t groups = c.integer("groups", 1, 1 << 20);
+      const Window win = conv_window(c, ws[1], ws[2]);
+      check_conv_shapes(c, xs, ws, ys, groups, win);
+      O = ws[0];
+      spec.shape.batch = 1;
+      spec.shape.in_h = xs[1];
+      spec.shape.in_w = xs[2];
+      spec.shape.in_channels = xs[3];
+      spec.shape.out_channels = O;
+      spec.shape.groups = groups;
+      spec.shape.window = {win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, win.pt, win.pl, win.pb, win.pr};
+      spec.data_dtype = x.spec.dtype;
+      spec.weight_dtype = w.spec.dtype;
+      spec.weights = w.data;
+      spec.weight_layout = onednn::WeightLayout::ohwi;
+    }
+    const std::int64_t xlo = x.spec.dtype == ACCEL_UINT8 ? 0 : -128;
+    spec.data_zero_point = static_cast<std::int32_t>(c.integer("data_zero_point", xlo, xlo + 255));
+    const std::int64_t wlo = w.spec.dtype == ACCEL_UINT8 ? 0 : -128;
+    const auto& wz = c.n.attrs.ints("weight_zero_point");
+    if (wz.size() != 1 && wz.size() != static_cast<std::size_t>(O)) c.fail("weight zero points must be 1 or one per output channel");
+    spec.weight_zero_points.clear();
+    for (std::int64_t z : wz) {
+      if (z < wlo || z > wlo + 255) c.fail("weight zero point outside the weight dtype's range");
+      spec.weight_zero_points.push_back(static_cast<std::int32_t>(z));
+    }
+    std::vector<std::int32_t> bias;
+    if (c.n.inputs.size() == 3) {
+      const auto& b = c.in(2);
+      c.constant(b, "bias");
+      c.dtype(b, ACCEL_INT32, "bias");
+      if (b.spec.shape != Shape{O}) c.fail("bias must be [" + std::to_string(O) + "], got " + b.spec.shape.str());
+      bias.resize(static_cast<std::size_t>(O));
+      std::memcpy(bias.data(), b.data, bias.size() * sizeof(std::int32_t));
+    }
+    // the requantize attributes (serializer.py): multipliers per channel or one, accumulators' zero point 0
+    const Requant r = Requant::read(c, static_cast<std::size_t>(O), y.spec.dtype);
+    for (std::int32_t z : r.z_in) {
+      if (z != 0) c.fail("the accumulators' zero point must be 0");
+    }
+    std::vector<quant::Multiplier> ms;
+    for (std::size_t i = 0; i < r.m.size(); ++i) ms.push_back({r.m[i], r.shift[i]});
+    quant::ChannelRequantizer rq(static_cast<std::size_t>(O), ms, static_cast<std::int32_t>(r.z_out),
+                                 static_cast<std::int32_t>(r.lo), static_cast<std::int32_t>(r.hi), bias);
+    const int threads = static_cast<int>(c.n.attrs.integer("threads"));
+    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype, threads);
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }
+
+ private:
+  std::unique_ptr<onednn::IntConvRequantize> op_;
+};
+
 // -- the runtime --------------------------------------------------------------------------
 
 std::unique_ptr<Kernel> make_kernel(const Ctx& c) {
   const std::string& k = c.n.kernel;
   if (k == "conv2d") return std::make_unique<ConvF32>(c);
   if (k == "dense") return std::make_unique<DenseF32>(c);
+  if (k == "qnn_conv2d") return std::make_unique<QnnConv>(c, false);
+  if (k == "qnn_dense") return std::make_unique<QnnConv>(c, true);
   if (k == "pool2d") {
     if (c.n.inputs.size() == 1 && c.in(0).spec.dtype == ACCEL_INT32) return std::make_unique<PoolInt>(c, false);
     return std::make_unique<PoolOneDnn>(c);

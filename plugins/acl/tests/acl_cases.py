@@ -180,8 +180,8 @@ def qnn_network(dtype: str = "uint8", conv: bool = True) -> Graph:
     if conv:
         w, _ = qweights(b, (8, 6, 3, 3))
         y = b.op("qnn.conv2d", y, w, padding=(1, 1, 1, 1))
-    y = b.op("qnn.requantize", y, out_scale=0.2 if conv else 0.03, out_zero_point=zp, out_dtype=dtype)
-    y = b.op("qnn.add", y, b.x["skip"], out_scale=0.15, out_zero_point=zp - 1)
+    y = b.op("qnn.requantize", y, out_scale=3.0 if conv else 0.03, out_zero_point=zp, out_dtype=dtype)
+    y = b.op("qnn.add", y, b.x["skip"], out_scale=2.0 if conv else 0.15, out_zero_point=zp - 1)
     m = b.op("nn.max_pool2d", y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
     c = b.op("cast", m, dtype="int32")
     a = b.op("nn.avg_pool2d", c, pool_size=(3, 3), strides=(1, 1), padding=(1, 1, 1, 1))
@@ -191,6 +191,6 @@ def qnn_network(dtype: str = "uint8", conv: bool = True) -> Graph:
     gm = b.op("nn.global_max_pool2d", cat)
     acc = b.op("qnn.requantize", cat, out_scale=0.001, out_zero_point=0, out_dtype="int32")
     ga = b.op("nn.global_avg_pool2d", acc)
-    ga = b.op("qnn.requantize", ga, out_scale=0.1, out_zero_point=zp, out_dtype=dtype)
+    ga = b.op("qnn.requantize", ga, out_scale=2.5 if conv else 0.1, out_zero_point=zp, out_dtype=dtype)
     r = b.op("reshape", gm, newshape=(1, 16))
     return b.done(r, ga, a)

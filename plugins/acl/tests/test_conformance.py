@@ -32,6 +32,12 @@ class TestConformance(BackendConformance):
             ),
             Case("network_fp32", cases.network_fp32()),
             Case("l2_pool", cases.l2_pool()),
+            Case("qnn_conv_uint8_per_channel", cases.qnn_conv(relu=True, pad=(1, 0, 0, 1))),
+            Case("qnn_conv_int8_per_tensor", cases.qnn_conv(dtype="int8", per_channel=False, strides=(2, 2))),
+            Case("qnn_depthwise_uint8", cases.qnn_conv((1, 8, 9, 10), 8, groups=8, bias=False)),
+            Case("qnn_dense_uint8", cases.qnn_dense("uint8")),
+            Case("qnn_dense_int8_per_tensor", cases.qnn_dense("int8", per_channel=False, bias=False)),
+            Case("qnn_network_uint8", cases.qnn_network("uint8")),
             Case("qnn_ops_uint8", cases.qnn_network("uint8", conv=False)),
             Case("qnn_ops_int8", cases.qnn_network("int8", conv=False)),
         ]

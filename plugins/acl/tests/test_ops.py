@@ -44,6 +44,44 @@ def test_conv2d_fp32(shape, out, kernel, strides, padding, dilation, groups, act
     check(g)
 
 
+QCONVS = [
+    # shape, out, kernel, strides, padding, dilation, groups, pad
+    ((1, 8, 10, 9), 12, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, None),
+    ((1, 3, 17, 15), 16, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, None),
+    ((1, 32, 7, 6), 40, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, None),
+    ((1, 64, 6, 6), 24, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, None),  # sums past 2^24 / 255 per part
+    ((1, 8, 10, 13), 8, (3, 2), (2, 1), (0, 2, 1, 0), (2, 3), 1, (1, 0, 0, 2)),
+    ((1, 12, 11, 10), 12, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 12, None),
+    ((1, 12, 11, 10), 12, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 12, (0, 0, 1, 1)),
+    ((1, 16, 13, 12), 16, (5, 5), (2, 2), (2, 1, 2, 1), (1, 1), 16, None),
+]
+
+
+@pytest.mark.parametrize(("dtype", "per_channel", "relu"), [("uint8", True, False), ("int8", False, True)])
+@pytest.mark.parametrize(("shape", "out", "kernel", "strides", "padding", "dilation", "groups", "pad"), QCONVS)
+def test_qnn_conv2d(shape, out, kernel, strides, padding, dilation, groups, pad, dtype, per_channel, relu):
+    g = cases.qnn_conv(
+        shape,
+        out,
+        kernel,
+        dtype=dtype,
+        per_channel=per_channel,
+        strides=strides,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+        relu=relu,
+        pad=pad,
+    )
+    check(g)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_qnn_dense(dtype, per_channel):
+    check(cases.qnn_dense(dtype, per_channel))
+
+
 def test_network_fp32():
     check(cases.network_fp32())
 
@@ -55,6 +93,7 @@ def test_l2_pool():
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 def test_qnn_ops(dtype):
     check(cases.qnn_network(dtype, conv=False))
+    check(cases.qnn_network(dtype))
 
 
 @pytest.mark.skipif(os.environ.get("ONEDNN_MAX_CPU_ISA") is not None, reason="already running with a forced ISA")

@@ -260,7 +260,9 @@ class AclBackend(Backend):
         """Composites in priority order: each becomes one ``call`` node named ``acl.<entry>``."""
         return [
             PatternEntry("conv2d", conv2d_pattern(), self.check_conv2d),
+            PatternEntry("qnn_conv2d", qnn_conv2d_pattern(), self.check_qnn_conv2d),
             PatternEntry("dense", dense_pattern(), self.check_dense),
+            PatternEntry("qnn_dense", qnn_dense_pattern(), self.check_qnn_dense),
             PatternEntry("avg_pool2d", avg_pool2d_pattern(), self.check_avg_pool2d),
             PatternEntry("l2_pool2d", l2_pool2d_pattern(), self.check_l2_pool2d),
         ]
