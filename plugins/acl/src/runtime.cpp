@@ -23,7 +23,9 @@
 #include <accel_sdk/tensor.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -948,7 +950,12 @@ class AclRuntime {
     onednn::Stream stream;
     for (std::size_t k = 0; k < kernels_.size(); ++k) {
       Exec e{stream.get(), ptr, arena->data() + scratch_at_[k]};
+      const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       onednn::guard("run " + names_[k], [&] { kernels_[k]->run(e); });
+      if (profile_) {
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "acl profile %8.1f us  %s\n", us, names_[k].c_str());
+      }
     }
     stream.wait();
     give_arena(std::move(arena));
@@ -960,6 +967,7 @@ class AclRuntime {
     const auto& nodes = g.nodes();
     if (nodes.empty()) throw BlobError("an acl blob has at least one node");
     threads_ = static_cast<int>(nodes[0].attrs.integer("threads"));
+    profile_ = std::getenv("ACCEL_ACL_PROFILE") != nullptr;  // per-kernel times on stderr
     for (const auto& n : nodes) {
       if (n.attrs.integer("threads") != threads_ || threads_ < 0 || threads_ > 1024) n.fail("threads must be one value in [0, 1024]");
     }
@@ -1072,6 +1080,7 @@ class AclRuntime {
   }
 
   int threads_ = 0;
+  bool profile_ = false;
   std::vector<std::uint32_t> in_ids_, out_ids_;
   std::vector<TensorSpec> in_specs_, out_specs_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
