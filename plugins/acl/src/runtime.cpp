@@ -961,6 +961,9 @@ class AclRuntime {
     give_arena(std::move(arena));
   }
 
+  const std::vector<TensorSpec>& input_specs() const { return in_specs_; }
+  const std::vector<TensorSpec>& output_specs() const { return out_specs_; }
+
  private:
   void load(accel_sdk::BlobReader& blob) {
     const GraphBlob g = GraphBlob::parse(blob, {"acl", kKindVersion, kKindVersion});
@@ -1096,4 +1099,6 @@ class AclRuntime {
 
 }  // namespace
 
+#ifndef ACCEL_ACL_NO_MODULE  // fuzz/fuzz_acl_blob.cpp includes this file without the Python module
 ACCEL_SDK_RUNTIME_MODULE(_runtime, "acl", AclRuntime)
+#endif
