@@ -1,4 +1,5 @@
 // A pybind11 module driving accel_sdk/onednn.hpp, requantize.hpp and int_ops.hpp for sdk/tests.
+#include <accel_sdk/float_ops.hpp>
 #include <accel_sdk/int_ops.hpp>
 #include <accel_sdk/onednn.hpp>
 #include <accel_sdk/requantize.hpp>
@@ -7,6 +8,8 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -70,18 +73,25 @@ std::int32_t dtype_code(const py::array& a) {
 }
 
 // geometry: dict with batch, h, w, c, oc, groups, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr
+onednn::ConvShape shape_of(const py::dict& g) {
+  auto get = [&](const char* k) { return g[k].cast<std::int64_t>(); };
+  onednn::ConvShape s;
+  s.batch = get("batch");
+  s.in_h = get("h");
+  s.in_w = get("w");
+  s.in_channels = get("c");
+  s.out_channels = get("oc");
+  s.groups = get("groups");
+  s.window = {get("kh"), get("kw"), get("sh"), get("sw"), get("dh"), get("dw"),
+              get("pt"), get("pl"), get("pb"), get("pr")};
+  s.validate();
+  return s;
+}
+
 onednn::IntConvSpec conv_spec(const py::dict& g, const py::array& data, const py::array& weights, int zx,
                               const std::vector<std::int32_t>& zw, const std::string& layout) {
   onednn::IntConvSpec s;
-  auto get = [&](const char* k) { return g[k].cast<std::int64_t>(); };
-  s.shape.batch = get("batch");
-  s.shape.in_h = get("h");
-  s.shape.in_w = get("w");
-  s.shape.in_channels = get("c");
-  s.shape.out_channels = get("oc");
-  s.shape.groups = get("groups");
-  s.shape.window = {get("kh"), get("kw"), get("sh"), get("sw"), get("dh"), get("dw"),
-                    get("pt"), get("pl"), get("pb"), get("pr")};
+  s.shape = shape_of(g);
   s.data_dtype = dtype_code(data);
   s.data_zero_point = zx;
   s.weight_dtype = dtype_code(weights);
@@ -90,7 +100,6 @@ onednn::IntConvSpec conv_spec(const py::dict& g, const py::array& data, const py
                     : layout == "hwio" ? onednn::WeightLayout::hwio
                                        : onednn::WeightLayout::ohwi;
   s.weight_zero_points = zw;
-  s.shape.validate();
   if (static_cast<std::size_t>(weights.size()) != s.shape.weight_count()) throw std::invalid_argument("weight size");
   return s;
 }
@@ -133,6 +142,68 @@ py::tuple int_conv_requantize(const py::dict& g, const py::array& data, const py
   return py::make_tuple(out, op.banded(), op.conv().band_count());
 }
 
+std::vector<onednn::PostOp> post_ops(const std::vector<std::tuple<std::string, float, float>>& ops) {
+  std::vector<onednn::PostOp> out;
+  for (const auto& [kind, lo, hi] : ops) {
+    if (kind == "relu") out.push_back(onednn::PostOp::relu());
+    else if (kind == "clip") out.push_back(onednn::PostOp::clip(lo, hi));
+    else if (kind == "sigmoid") out.push_back(onednn::PostOp::sigmoid());
+    else if (kind == "tanh") out.push_back(onednn::PostOp::tanh());
+    else if (kind == "gelu_tanh") out.push_back(onednn::PostOp::gelu_tanh());
+    else throw std::invalid_argument("unknown post-op " + kind);
+  }
+  return out;
+}
+
+// x in `layout` (nhwc/nchw), w in weight layout; returns (out in `layout`, impl, reorders at entry/exit)
+py::tuple float_conv(const py::dict& g, const py::array_t<float, py::array::c_style>& x,
+                     const py::array_t<float, py::array::c_style>& w, const std::optional<py::array_t<float>>& bias,
+                     const std::vector<std::tuple<std::string, float, float>>& ops, const std::string& layout,
+                     const std::string& weight_layout, int threads, int repeat) {
+  onednn::FloatConvSpec spec;
+  const onednn::ConvShape geo = shape_of(g);
+  if (static_cast<std::size_t>(w.size()) != geo.weight_count()) throw std::invalid_argument("weight size");
+  spec.shape = geo;
+  spec.weights = w.data();
+  spec.weight_layout = weight_layout == "oihw" ? onednn::WeightLayout::oihw
+                       : weight_layout == "hwio" ? onednn::WeightLayout::hwio
+                                                 : onednn::WeightLayout::ohwi;
+  spec.bias = bias ? bias->data() : nullptr;
+  spec.post_ops = post_ops(ops);
+  spec.layout = layout == "nchw" ? onednn::Layout::nchw : onednn::Layout::nhwc;
+  onednn::FloatConv conv(spec, threads);
+  if (static_cast<std::size_t>(x.size()) != static_cast<std::size_t>(geo.batch * geo.in_h * geo.in_w * geo.in_channels)) {
+    throw std::invalid_argument("data size");
+  }
+  std::vector<py::ssize_t> shape = layout == "nchw"
+                                       ? std::vector<py::ssize_t>{geo.batch, geo.out_channels, geo.out_h(), geo.out_w()}
+                                       : std::vector<py::ssize_t>{geo.batch, geo.out_h(), geo.out_w(), geo.out_channels};
+  py::array_t<float> out(shape);
+  float* dst = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (int i = 0; i < repeat; ++i) conv.run(x.data(), dst);
+  }
+  return py::make_tuple(out, conv.impl(), conv.src_desc() != conv.user_src_desc(), conv.dst_desc() != conv.user_dst_desc());
+}
+
+py::tuple float_dense(const py::array_t<float, py::array::c_style>& x, const py::array_t<float, py::array::c_style>& w,
+                      const std::optional<py::array_t<float>>& bias,
+                      const std::vector<std::tuple<std::string, float, float>>& ops, int threads) {
+  onednn::FloatDenseSpec spec;
+  spec.m = x.shape(0);
+  spec.k = x.shape(1);
+  spec.n = w.shape(0);
+  if (w.shape(1) != spec.k) throw std::invalid_argument("weight shape");
+  spec.weights = w.data();
+  spec.bias = bias ? bias->data() : nullptr;
+  spec.post_ops = post_ops(ops);
+  onednn::FloatDense dense(spec, threads);
+  py::array_t<float> out({spec.m, spec.n});
+  dense.run(x.data(), out.mutable_data());
+  return py::make_tuple(out, dense.impl());
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_sdk_onednn_probe, m) {
@@ -162,5 +233,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
   m.def("int_conv", &int_conv);
+  m.def("float_conv", &float_conv);
+  m.def("float_dense", &float_dense);
   m.def("int_conv_requantize", &int_conv_requantize);
 }

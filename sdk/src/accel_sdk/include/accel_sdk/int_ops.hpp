@@ -14,8 +14,9 @@
 // shape the parts:
 //  - without VNNI (AVX2, AVX512_CORE) oneDNN's u8 x s8 kernels add pairs of products in
 //    16 bits with saturation: there every weight of a part has |w| <= 64, so a pair stays
-//    within 2 * 255 * 64 = 32640 (two parts for any int8 weight); with VNNI a part's
-//    weights only have to be int8;
+//    within 2 * 255 * 64 = 32640 (two parts for any int8 weight); with VNNI, and for
+//    depthwise convolutions (32-bit products on every ISA), a part's weights only have
+//    to be int8;
 //  - oneDNN's int8 kernels hand the int32 result through float32 on the way out (measured
 //    off by one past 2^24 on AVX2): every part keeps 255 * sum|w| <= 2^24 per channel, so
 //    channels with a larger sum (e.g. 3x3x512 taps averaging |w| > 14) take one more part.
@@ -276,7 +277,10 @@ class IntConv {
     // Pieces of each centred weight go to parts: without VNNI |piece| <= 64, with VNNI an
     // int8. A part also keeps 255 * sum|piece| <= 2^24 per channel: oneDNN's int8 kernels
     // pass the int32 result through float32 on the way out (exact up to 2^24).
-    const bool exact = int8_exact();
+    // Depthwise kernels multiply in 32 bits (measured exact without VNNI too), and a
+    // depthwise convolution with parts would have a channel multiplier, which only
+    // oneDNN's reference kernel runs.
+    const bool exact = int8_exact() || s_.depthwise();
     const std::int32_t hi = exact ? 127 : 64, lo = exact ? -128 : -64;
     constexpr std::int64_t kBudget = (std::int64_t{1} << 24) / 255;  // 65793
     std::vector<std::vector<std::int32_t>> parts;  // parts[p][o * taps + t]
@@ -429,7 +433,7 @@ class IntConv {
 // qnn.conv2d -> nn.bias_add -> qnn.requantize (bias and fused relu/clip in the requantizer).
 class IntConvRequantize {
  public:
-  // band_rows: 0 picks (bands of about 64 KiB of accumulators when the layer's exceed
+  // band_rows: 0 picks (bands of about 128 KiB of accumulators when the layer's exceed
   // 256 KiB, else the whole layer at once), > 0 forces that band height, < 0 the whole layer.
   IntConvRequantize(const IntConvSpec& spec, quant::ChannelRequantizer requantizer, std::int32_t out_dtype,
                     int threads, std::int64_t band_rows = 0)
@@ -488,10 +492,11 @@ class IntConvRequantize {
     // two parts when the weights split (an estimate: the exact count is IntConv's)
     const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (int8_exact() ? 1 : 2);
     if (row_bytes * oh * spec.shape.batch <= (256 << 10) || oh < 2) return 0;
-    std::int64_t rows = std::max<std::int64_t>(1, (64 << 10) / row_bytes);
-    // at least two bands per thread for balance
+    // about 128 KiB of accumulators per band, at least 4 rows (smaller bands cost more in
+    // oneDNN calls than they save), and two bands per thread for balance where possible
+    std::int64_t rows = std::max<std::int64_t>(4, (128 << 10) / row_bytes);
     const std::int64_t want = 2 * resolve_threads(threads);
-    if (oh / rows < want) rows = std::max<std::int64_t>(1, oh / want);
+    if (oh / rows < want) rows = std::max<std::int64_t>(2, oh / want);
     return std::min(rows, oh);
   }
 
