@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <string>
@@ -204,6 +205,35 @@ py::tuple float_dense(const py::array_t<float, py::array::c_style>& x, const py:
   return py::make_tuple(out, dense.impl());
 }
 
+// One IntConvRequantize kept across calls, for the concurrency test.
+class ConvOp {
+ public:
+  ConvOp(const py::dict& g, const py::array& data, const py::array& weights, int zx, const std::vector<std::int32_t>& zw,
+         const std::vector<float>& acc_scales, float out_scale, int z_out, const std::vector<std::int32_t>& bias,
+         int threads, std::int64_t band_rows) {
+    const auto spec = conv_spec(g, data, weights, zx, zw, "ohwi");
+    op_ = std::make_unique<onednn::IntConvRequantize>(
+        spec,
+        quant::ChannelRequantizer::from_scales(static_cast<std::size_t>(spec.shape.out_channels), acc_scales,
+                                               out_scale, z_out, 0, 255, bias),
+        ACCEL_UINT8, threads, band_rows);
+  }
+  py::array_t<std::uint8_t> run(const py::array_t<std::uint8_t, py::array::c_style>& data) const {
+    const auto& s = op_->conv().shape();
+    if (static_cast<std::size_t>(data.size()) != static_cast<std::size_t>(s.batch * s.in_h * s.in_w * s.in_channels)) {
+      throw std::invalid_argument("data size");
+    }
+    py::array_t<std::uint8_t> out({op_->conv().rows(), static_cast<std::size_t>(s.out_channels)});
+    std::uint8_t* ptr = out.mutable_data();
+    py::gil_scoped_release release;
+    op_->run(data.data(), ptr);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<onednn::IntConvRequantize> op_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_sdk_onednn_probe, m) {
@@ -233,6 +263,10 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
   m.def("int_conv", &int_conv);
+  py::class_<ConvOp>(m, "ConvOp")
+      .def(py::init<const py::dict&, const py::array&, const py::array&, int, const std::vector<std::int32_t>&,
+                    const std::vector<float>&, float, int, const std::vector<std::int32_t>&, int, std::int64_t>())
+      .def("run", &ConvOp::run);
   m.def("float_conv", &float_conv);
   m.def("float_dense", &float_dense);
   m.def("int_conv_requantize", &int_conv_requantize);

@@ -17,9 +17,10 @@
 //    within 2 * 255 * 64 = 32640 (two parts for any int8 weight); with VNNI, and for
 //    depthwise convolutions (32-bit products on every ISA), a part's weights only have
 //    to be int8;
-//  - oneDNN's int8 kernels hand the int32 result through float32 on the way out (measured
-//    off by one past 2^24 on AVX2): every part keeps 255 * sum|w| <= 2^24 per channel, so
-//    channels with a larger sum (e.g. 3x3x512 taps averaging |w| > 14) take one more part.
+//  - oneDNN's AVX2 int8 kernel hands the int32 result through float32 on the way out
+//    (measured off by one past 2^24), and other kernels may too: every part keeps
+//    255 * sum|w| <= 2^24 per channel, so channels with a larger sum (e.g. 3x3x512 taps
+//    averaging |w| > 14) take one more part.
 // int8 data is shifted to uint8 (x + 128, z_x + 128) on the way in, so oneDNN always runs
 // u8 x s8; z_x is oneDNN's run-time source zero point, which also makes padding count as
 // z_x. Accumulators must fit int32: create refuses a channel whose 255 * sum |w - z_w|
