@@ -122,3 +122,20 @@ def test_float_errors_are_typed():
             1,
             1,
         )
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_chained_convolutions_keep_their_own_format(layout):
+    """conv → relu → conv in the primitives' formats, reordered once at entry and exit."""
+    p = probe()
+    rng = np.random.default_rng(2)
+    g1 = geometry(14, 14, 16, 32, p=1)
+    g2 = geometry(14, 14, 32, 24, s=2, p=1)
+    x = rng.standard_normal((1, 14, 14, 16)).astype(np.float32)
+    w1 = (rng.standard_normal((32, 16, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((24, 32, 3, 3)) * 0.2).astype(np.float32)
+    mid = np.maximum(reference_conv(g1, x, w1.transpose(0, 2, 3, 1), None), 0)
+    want = reference_conv(g2, mid, w2.transpose(0, 2, 3, 1), None)
+    xin = x if layout == "nhwc" else x.transpose(0, 3, 1, 2)
+    got = p.float_conv_chain(g1, g2, np.ascontiguousarray(xin), w1, w2, layout)
+    close(got if layout == "nhwc" else got.transpose(0, 2, 3, 1), want)

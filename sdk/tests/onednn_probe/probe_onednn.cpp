@@ -205,6 +205,40 @@ py::tuple float_dense(const py::array_t<float, py::array::c_style>& x, const py:
   return py::make_tuple(out, dense.impl());
 }
 
+// Two FloatConvs chained in their own formats: one reorder in, one out (what a graph runtime does).
+py::array_t<float> float_conv_chain(const py::dict& g1, const py::dict& g2, const py::array_t<float, py::array::c_style>& x,
+                                    const py::array_t<float, py::array::c_style>& w1,
+                                    const py::array_t<float, py::array::c_style>& w2, const std::string& layout) {
+  onednn::FloatConvSpec a, b;
+  a.shape = shape_of(g1);
+  b.shape = shape_of(g2);
+  a.weights = w1.data();
+  b.weights = w2.data();
+  a.post_ops = {onednn::PostOp::relu()};
+  a.layout = b.layout = layout == "nchw" ? onednn::Layout::nchw : onednn::Layout::nhwc;
+  onednn::FloatConv first(a, 2);
+  onednn::FloatConv second(b, 2, &first.dst_desc());
+  if (second.src_desc() != first.dst_desc()) throw std::runtime_error("the chained source format was not kept");
+  onednn::Reorder in(first.user_src_desc(), first.src_desc()), out(second.dst_desc(), second.user_dst_desc());
+  const auto& s = b.shape;
+  std::vector<py::ssize_t> shape = layout == "nchw" ? std::vector<py::ssize_t>{s.batch, s.out_channels, s.out_h(), s.out_w()}
+                                                    : std::vector<py::ssize_t>{s.batch, s.out_h(), s.out_w(), s.out_channels};
+  py::array_t<float> result(shape);
+  onednn::ThreadScope threads(2);
+  onednn::Stream stream;
+  const dnnl::memory user_in(first.user_src_desc(), onednn::engine(), const_cast<float*>(x.data()));
+  const dnnl::memory user_out(second.user_dst_desc(), onednn::engine(), result.mutable_data());
+  const dnnl::memory x_in = in.needed() ? dnnl::memory(first.src_desc(), onednn::engine()) : user_in;
+  const dnnl::memory mid(first.dst_desc(), onednn::engine());
+  const dnnl::memory y = out.needed() ? dnnl::memory(second.dst_desc(), onednn::engine()) : user_out;
+  if (in.needed()) in.execute(stream, user_in, x_in);
+  first.execute(stream, x_in, mid);
+  second.execute(stream, mid, y);
+  if (out.needed()) out.execute(stream, y, user_out);
+  stream.wait();
+  return result;
+}
+
 // One IntConvRequantize kept across calls, for the concurrency test.
 class ConvOp {
  public:
@@ -269,5 +303,6 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
       .def("run", &ConvOp::run);
   m.def("float_conv", &float_conv);
   m.def("float_dense", &float_dense);
+  m.def("float_conv_chain", &float_conv_chain);
   m.def("int_conv_requantize", &int_conv_requantize);
 }
