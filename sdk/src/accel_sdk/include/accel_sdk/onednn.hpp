@@ -49,13 +49,21 @@
 #include <string>
 #include <utility>
 
-// GNU OpenMP's entry points (libgomp, which libdnnl.so.3 loads anyway), declared here
-// so a runtime needs neither -fopenmp nor omp.h.
+// GNU OpenMP's entry points (libgomp, which libdnnl.so.3 loads anyway; accel_link_onednn
+// links it): from the compiler's omp.h when it has one (no -fopenmp needed), else declared here.
+#if defined(__has_include)
+#if __has_include(<omp.h>)
+#include <omp.h>
+#define ACCEL_SDK_HAVE_OMP_H 1
+#endif
+#endif
+#ifndef ACCEL_SDK_HAVE_OMP_H
 extern "C" {
 void omp_set_num_threads(int);
 int omp_get_max_threads(void);
 int omp_get_num_procs(void);
 }
+#endif
 
 namespace accel_sdk {
 namespace onednn {
