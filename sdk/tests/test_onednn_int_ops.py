@@ -269,3 +269,20 @@ def test_one_op_runs_from_several_threads_at_once(band_rows):
         for _ in range(3):
             for got, want in zip(pool.map(op.run, inputs), wants):
                 np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("data_dtype", "weight_dtype"), [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)]
+)
+def test_dense_spec_matches_qnn_dense(data_dtype, weight_dtype):
+    """dense_spec: (x − z_x) @ (w − z_w).T with per-channel weight zero points, worst case included."""
+    p = probe()
+    rng = np.random.default_rng(4)
+    for m, k, n in ((1, 64, 10), (17, 1000, 33), (4, 4096, 8)):
+        for worst in (False, True):
+            g = geometry(1, m, k, n, k=1)
+            x, w, zx, zw = random_case(rng, g, data_dtype, weight_dtype, weight_dtype == np.uint8, worst)
+            x2, w2 = x.reshape(m, k), w.reshape(n, k)
+            want = (x2.astype(np.int64) - zx) @ (w2.astype(np.int64) - np.asarray(zw).reshape(-1, 1)).T
+            acc, parts = p.int_dense(x2, w2, zx, zw, 2)
+            np.testing.assert_array_equal(summed(acc, parts, n), want)

@@ -239,6 +239,20 @@ py::array_t<float> float_conv_chain(const py::dict& g1, const py::dict& g2, cons
   return result;
 }
 
+// qnn.dense through dense_spec: data [M, K], weights [N, K] -> (acc M x acc_width, parts)
+py::tuple int_dense(const py::array& data, const py::array& weights, int zx, const std::vector<std::int32_t>& zw,
+                    int threads) {
+  if (data.ndim() != 2 || weights.ndim() != 2 || data.shape(1) != weights.shape(1)) {
+    throw std::invalid_argument("data [M, K] and weights [N, K]");
+  }
+  onednn::IntConv conv(onednn::dense_spec(data.shape(0), data.shape(1), weights.shape(0), dtype_code(data), zx,
+                                          dtype_code(weights), weights.data(), zw),
+                       threads);
+  py::array_t<std::int32_t> acc({conv.rows(), conv.acc_width()});
+  conv.run(data.data(), acc.mutable_data());
+  return py::make_tuple(acc, conv.parts());
+}
+
 // One IntConvRequantize kept across calls, for the concurrency test.
 class ConvOp {
  public:
@@ -297,6 +311,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
   m.def("int_conv", &int_conv);
+  m.def("int_dense", &int_dense);
   py::class_<ConvOp>(m, "ConvOp")
       .def(py::init<const py::dict&, const py::array&, const py::array&, int, const std::vector<std::int32_t>&,
                     const std::vector<float>&, float, int, const std::vector<std::int32_t>&, int, std::int64_t>())
