@@ -29,15 +29,15 @@
 // Threads (`threads` <= 0: every core). IntConv computes the whole tensor with one
 // oneDNN convolution on that many threads. IntConvRequantize does so for small layers
 // and then requantizes; a large layer is cut into bands of output rows, and `threads`
-// workers each take bands: a single-thread oneDNN convolution of the band, then its
-// requantization while the band is in the core's cache. run() is const and may be called
+// workers (onednn::parallel: an OpenMP team under accel_link_onednn) each take bands: a
+// single-thread oneDNN convolution of the band, then its requantization while the band
+// is in the core's cache. run() is const and may be called
 // from several threads at once.
 #ifndef ACCEL_SDK_INT_OPS_HPP
 #define ACCEL_SDK_INT_OPS_HPP
 
 #include <accel_sdk/onednn.hpp>
 #include <accel_sdk/requantize.hpp>
-#include <accel_sdk/thread_pool.hpp>
 
 #include <algorithm>
 #include <array>
@@ -209,11 +209,7 @@ class IntConv {
         fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
       }
     };
-    if (workers <= 1) {
-      work(0);
-    } else {
-      parallel_for(workers, work);
-    }
+    parallel(std::max<std::size_t>(workers, 1), work);
   }
 
  private:
@@ -466,11 +462,7 @@ class IntConvRequantize {
         const std::size_t r0 = rows * i / chunks, r1 = rows * (i + 1) / chunks;
         requantize(conv_.block(acc.data(), r0, r1 - r0), out, r0 * oc);
       };
-      if (chunks <= 1) {
-        part(0);
-      } else {
-        parallel_for(chunks, part);
-      }
+      parallel(chunks, part);
       return;
     }
     ThreadScope scope(conv_.threads());
