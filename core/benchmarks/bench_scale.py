@@ -57,7 +57,7 @@ def run_case(path: str, backends: list[str]) -> dict:
         return result
 
     raw = timed("import", lambda: import_model(path))
-    graph = timed("simplify", lambda: simplify(raw))
+    graph = timed("simplify", lambda: simplify(raw, in_place=True))
     result = timed("partition", lambda: partition_graph(graph, instances, materialize=False))
 
     def report() -> None:

@@ -32,7 +32,6 @@ Requires a typed graph in topological order; the input graph is not modified.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import re
 import time
@@ -42,7 +41,8 @@ from functools import partial
 
 from accel.backend import Backend, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
-from accel.ir import CALL_OP, Graph, Node, Value
+from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused
+from accel.passes._rewrite import permute_quant
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
 from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
@@ -82,17 +82,10 @@ def partition_graph(
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise PartitionError(f"a backend is listed twice in the target: {', '.join(names)}")
-    # Partitioning allocates many small objects that all live until it returns: the
-    # cyclic garbage collector would only rescan them (about half the time at 100k nodes).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         p = _Partitioner(graph, list(backends), layout)
         p.run()
         result = p.build()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     if materialize:
         for region in result.regions:
             assert region.body is not None
@@ -409,7 +402,13 @@ class _Partitioner:
             key = (id(v), axes)
             out = transposes.get(key)
             if out is None:
-                t = host.new_node("transpose", [v], {"axes": axes}, name=f"{region}_layout")
+                # typed as the transpose rule would type it (the input's type, permuted), without
+                # running the rule again at each of the many region boundaries
+                name = host.fresh_name(f"{region}_layout")
+                out_type = TensorType(
+                    tuple(v.type.shape[a] for a in axes), v.type.dtype, permute_quant(v.type.quant, axes)
+                )
+                t = Node("transpose", [v], {"axes": axes}, [out_type], name=name, output_names=[host.fresh_name(name)])
                 new_nodes.append(t)
                 region_transposes.setdefault(region, []).append(t)
                 out = transposes[key] = t.output

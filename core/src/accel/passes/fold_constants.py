@@ -14,7 +14,7 @@ from accel.passes.qdq_to_qnn import qdq_protected_nodes
 DEFAULT_MAX_BYTES = 16 << 20
 
 
-def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph:
+def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES, in_place: bool = False) -> Graph:
     """Evaluate nodes whose inputs are all constants; simplify trivial data movement.
 
     A node reading only constants is run once with its reference kernel and
@@ -29,10 +29,11 @@ def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph
 
     Requires: a typed graph in topological order. Guarantees: the same results
     (folded values are exactly what the kernels compute at run time), output
-    names kept, nodes left without readers removed. The input graph is not
+    names kept, nodes left without readers removed. With ``in_place`` the pass
+    rewrites ``graph`` itself and returns it; otherwise the input graph is not
     modified.
     """
-    g = graph.copy()
+    g = graph if in_place else graph.copy()
     protected = qdq_protected_nodes(g)
     rw = Rewriter(g)
     for node in g.nodes:
