@@ -124,10 +124,12 @@ class TensorType:
     quant: QuantParams | None = field(default=None, compare=True)
 
     def __post_init__(self) -> None:
-        try:
-            shape = tuple(int(d) for d in self.shape)
-        except (TypeError, ValueError) as exc:
-            raise GraphError(f"shape must be a sequence of integers, got {self.shape!r}") from exc
+        shape = self.shape
+        if type(shape) is not tuple or not all(type(d) is int for d in shape):
+            try:
+                shape = tuple(int(d) for d in shape)
+            except (TypeError, ValueError) as exc:
+                raise GraphError(f"shape must be a sequence of integers, got {self.shape!r}") from exc
         if any(d < 0 for d in shape):
             raise GraphError(f"negative dimension in shape {list(shape)}")
         n = 1

@@ -258,9 +258,9 @@ class _LayoutConverter:
         p = self._common_perm(node.inputs, rank)
         if p is None or any(v.const is None and v.type.rank != rank for v in node.inputs):
             return False
-        attrs = dict(node.attrs)
+        attrs = node.attrs
         if attrs.get("axis") is not None:  # per-axis (de)quantization
-            attrs["axis"] = p.index(attrs["axis"] % rank)
+            attrs = {**attrs, "axis": p.index(attrs["axis"] % rank)}
         inputs = []
         for v in node.inputs:
             if v.const is None:
