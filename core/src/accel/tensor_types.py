@@ -115,13 +115,15 @@ class QuantParams:
         return f"q(axis={self.axis}, {self.scale.size} channels)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorType:
     """Static shape, dtype and (for quantized tensors) quantization parameters."""
 
     shape: tuple[int, ...]
     dtype: str
     quant: QuantParams | None = field(default=None, compare=True)
+    # the element count, computed once (slots, not a dict per type: graphs hold one per value)
+    _size: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = self.shape
@@ -147,7 +149,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return self._size  # type: ignore[attr-defined, no-any-return]
+        return self._size
 
     @property
     def np_dtype(self) -> np.dtype:
