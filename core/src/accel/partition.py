@@ -633,4 +633,4 @@ def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int
 
 
 def _is_identity(perm: Perm) -> bool:
-    return all(i == p for i, p in enumerate(perm))
+    return perm == tuple(range(len(perm)))

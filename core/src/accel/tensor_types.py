@@ -177,13 +177,16 @@ class TensorType:
         return cls(tuple(array.shape), array.dtype.name, quant)
 
 
+_ATOMIC = frozenset({int, float, str, bool, type(None)})
+
+
 def freeze_attr(v: Any) -> Any:
     """Make an attribute value immutable and JSON-friendly (lists become tuples)."""
     t = type(v)
     if t is int or t is float or t is str or t is bool or v is None:
         return v
-    if t is tuple and all(type(x) is int for x in v):
-        return v
+    if t is tuple and all(type(x) in _ATOMIC for x in v):
+        return v  # already frozen: ints, floats, strings, bools or None
     if isinstance(v, (list, tuple)):
         return tuple(freeze_attr(x) for x in v)
     if isinstance(v, np.ndarray):
