@@ -8,6 +8,7 @@ from accel.ir import CALL_OP, Graph, Node, Value
 from accel.ops.common import FLOAT_DTYPES
 from accel.ops.registry import get_op
 from accel.passes._rewrite import Rewriter, evaluate
+from accel.passes.dce import remove_dead_nodes
 
 
 def fold_batch_norm(graph: Graph, *, in_place: bool = False) -> Graph:
@@ -29,6 +30,9 @@ def fold_batch_norm(graph: Graph, *, in_place: bool = False) -> Graph:
     ``graph`` itself and returns it; otherwise the input graph is not modified.
     """
     g = graph if in_place else graph.copy()
+    if not any(node.op == "nn.batch_norm" for node in g.nodes):
+        remove_dead_nodes(g)  # nothing to fold: what the sweep would leave
+        return g
     rw = Rewriter(g)
     for node in g.nodes:
         if node.op == "nn.batch_norm" and _fold(node, rw):

@@ -46,6 +46,7 @@ from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value
 from accel.ops.common import FLOAT_DTYPES, QUANT_DTYPES
 from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
 from accel.passes._rewrite import Rewriter
+from accel.passes.dce import remove_dead_nodes
 
 _AVERAGE_EXTRA_BITS = 12
 _INT32_MAX = (1 << 31) - 1
@@ -62,6 +63,9 @@ def qdq_to_qnn(graph: Graph, *, in_place: bool = False) -> Graph:
     ``graph`` itself and returns it; otherwise the input graph is not modified.
     """
     g = graph if in_place else graph.copy()
+    if not any(_role(node) is Qdq.QUANTIZE for node in g.nodes):
+        remove_dead_nodes(g)  # no group to rewrite: what the sweep would leave
+        return g
     rw = Rewriter(g)
     for node in g.nodes:
         group = match_group(node, rw) if _role(node) is Qdq.QUANTIZE else None
