@@ -413,6 +413,8 @@ def stable_topological_order(deps: Sequence[Iterable[int]]) -> tuple[list[int], 
     ``deps[i]`` are the indices item ``i`` depends on. Returns the order and,
     when a cycle leaves items unordered, the index of one item on it (else None).
     """
+    if all(j < i for i, d in enumerate(deps) for j in d):
+        return list(range(len(deps))), None  # already in order (as most models are): the stable order
     indegree = [0] * len(deps)
     consumers: list[list[int]] = [[] for _ in deps]
     for i, d in enumerate(deps):

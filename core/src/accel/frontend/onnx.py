@@ -693,11 +693,12 @@ class _Importer:
 
     def run(self) -> Graph:
         g = self.g
+        for node in g.node:
+            self.reserved.update(node.input)
+            self.reserved.update(node.output)
+        self.reserved.discard("")  # an omitted optional input or output names nothing
         for name in [v.name for v in g.input] + [t.name for t in g.initializer] + [v.name for v in g.output]:
             self.reserved.add(name)
-        for node in g.node:
-            self.reserved.update(n for n in node.input if n)
-            self.reserved.update(n for n in node.output if n)
         order = self.toposort()
 
         init_names = {t.name for t in g.initializer}

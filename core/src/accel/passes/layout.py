@@ -109,6 +109,7 @@ class _LayoutConverter:
         self.lazy_constants = lazy_constants
         #: id(new value) -> (original value, p) with new = transpose(original, p)
         self.origin: dict[int, tuple[Value, Perm]] = {}
+        self.types: dict[tuple[TensorType, Perm], TensorType] = {}
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
@@ -160,10 +161,7 @@ class _LayoutConverter:
         """
         if perm is not None and self.lazy_constants:
             full = freeze_attrs(old.attrs if attrs is None else attrs)
-            types = [
-                TensorType(tuple(o.type.shape[i] for i in perm), o.type.dtype, permute_quant(o.type.quant, perm))
-                for o in old.outputs
-            ]
+            types = [self._permuted(o.type, perm) for o in old.outputs]
         else:
             full, types = infer_node_types(
                 old.op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
@@ -173,6 +171,15 @@ class _LayoutConverter:
         )
         self.rw.nodes.append(node)
         return node
+
+    def _permuted(self, t: TensorType, perm: Perm) -> TensorType:
+        """``t`` permuted by ``perm``; one object per distinct result (a graph repeats few types)."""
+        key = (t, perm)
+        found = self.types.get(key)
+        if found is None:
+            found = TensorType(tuple(t.shape[i] for i in perm), t.dtype, permute_quant(t.quant, perm))
+            self.types[key] = found
+        return found
 
     # -- the sweep -----------------------------------------------------------------------
     def run(self) -> Graph:
