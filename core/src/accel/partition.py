@@ -395,8 +395,22 @@ class _Partitioner:
         original = {v.name: v for v in host.values()}
         graph_outputs = {id(v) for v in self.graph.outputs}
 
+        # region outputs held in a backend layout, transposed back only when the host (or a
+        # region of another layout) reads them: regions of one layout pass them on directly
+        pending: dict[str, tuple[Value, Perm, str]] = {}
+
+        def plain_value(name: str) -> Value | None:
+            found = by_name.get(name)
+            if found is None and name in pending:
+                out, inverse, region = pending.pop(name)
+                found = transpose(out, inverse, region)
+                found.name = name
+                by_name[name] = found
+            return found
+
         def host_value(v: Value) -> Value:
-            return by_name.get(v.name, v)
+            found = plain_value(v.name)
+            return v if found is None else found
 
         def transpose(v: Value, axes: Perm, region: str) -> Value:
             key = (id(v), axes)
@@ -441,7 +455,7 @@ class _Partitioner:
                     name, perm = origin[id(v)]
                     src = raw.get((name, perm))
                     if src is None:
-                        plain = by_name.get(name) or original[name]
+                        plain = plain_value(name) or original[name]
                         src = plain if _is_identity(perm) else transpose(plain, perm, pname)
                     param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
                     param_names.add(param.name)
@@ -485,10 +499,7 @@ class _Partitioner:
                     by_name[name] = out
                 else:
                     raw[(name, perm)] = out
-                    inverse = tuple(perm.index(a) for a in range(len(perm)))
-                    back = transpose(out, inverse, pname)
-                    back.name = name
-                    by_name[name] = back
+                    pending[name] = (out, tuple(perm.index(a) for a in range(len(perm))), pname)
             for i in idxs:
                 node_part[i] = pname
             work, macs, _ = self.region_stats[g]
@@ -498,8 +509,8 @@ class _Partitioner:
                 )
             )
 
-        host.nodes = new_nodes
         host.outputs = [host_value(v) for v in host.outputs]
+        host.nodes = new_nodes
         remove_dead_nodes(host)
         alive = {id(n) for n in host.nodes}
         for rep in reports:
