@@ -796,10 +796,10 @@ def _not_quantized(op: str, qop: str, *types: TensorType) -> None:
 
 def _same_dtype(op: str, **types: TensorType) -> None:
     dtypes = {name: t.dtype for name, t in types.items()}
-    expect(
-        len(set(dtypes.values())) == 1,
-        f"{op} needs one dtype for all inputs, got " + ", ".join(f"{k} {v}" for k, v in dtypes.items()),
-    )
+    if len(set(dtypes.values())) != 1:
+        raise TypeInferenceError(
+            f"{op} needs one dtype for all inputs, got " + ", ".join(f"{k} {v}" for k, v in dtypes.items())
+        )
 
 
 def _contiguous(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
