@@ -75,7 +75,9 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     """
     if layout not in LAYOUTS:
         raise GraphError(f"layout {layout!r} is not supported; use one of {', '.join(LAYOUTS)}")
-    g = graph.copy()
+    # No copy: the view is built of new nodes only (each op converted, or copied by
+    # ``default``) over the graph's own inputs and constants, which nothing changes.
+    g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
     names = {id(v): v.name for v in g.values()}
     conv = _LayoutConverter(g, layout, lazy_constants=True)
     view = conv.run()
@@ -209,10 +211,26 @@ class _LayoutConverter:
     def default(self, node: Node) -> None:
         """Any op: inputs in their original order."""
         inputs = [self.plain(v) for v in node.inputs]
-        if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
+        if self.lazy_constants:
+            # a partition view holds no node of the graph it views (see layout_view): a copy,
+            # reading the same values in the same order, so typed as the original
+            body = node.body.copy() if node.body is not None else None
+            out_types = [o.type for o in node.outputs]
+            new = Node(
+                node.op,
+                inputs,
+                node.attrs,
+                out_types,
+                name=node.name,
+                output_names=[o.name for o in node.outputs],
+                body=body,
+            )
+            self.rw.nodes.append(new)
+        elif all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
             self.rw.nodes.append(node)
             return
-        new = self.make(node, inputs)
+        else:
+            new = self.make(node, inputs)
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, tuple(range(o.type.rank)))
 
