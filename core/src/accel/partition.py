@@ -32,7 +32,6 @@ Requires a typed graph in topological order; the input graph is not modified.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import re
 import time
@@ -42,7 +41,8 @@ from functools import partial
 
 from accel.backend import Backend, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
-from accel.ir import CALL_OP, Graph, Node, Value
+from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused
+from accel.passes._rewrite import permute_quant
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
 from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
@@ -82,17 +82,10 @@ def partition_graph(
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise PartitionError(f"a backend is listed twice in the target: {', '.join(names)}")
-    # Partitioning allocates many small objects that all live until it returns: the
-    # cyclic garbage collector would only rescan them (about half the time at 100k nodes).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         p = _Partitioner(graph, list(backends), layout)
         p.run()
         result = p.build()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     if materialize:
         for region in result.regions:
             assert region.body is not None
@@ -402,14 +395,34 @@ class _Partitioner:
         original = {v.name: v for v in host.values()}
         graph_outputs = {id(v) for v in self.graph.outputs}
 
+        # region outputs held in a backend layout, transposed back only when the host (or a
+        # region of another layout) reads them: regions of one layout pass them on directly
+        pending: dict[str, tuple[Value, Perm, str]] = {}
+
+        def plain_value(name: str) -> Value | None:
+            found = by_name.get(name)
+            if found is None and name in pending:
+                out, inverse, region = pending.pop(name)
+                found = transpose(out, inverse, region)
+                found.name = name
+                by_name[name] = found
+            return found
+
         def host_value(v: Value) -> Value:
-            return by_name.get(v.name, v)
+            found = plain_value(v.name)
+            return v if found is None else found
 
         def transpose(v: Value, axes: Perm, region: str) -> Value:
             key = (id(v), axes)
             out = transposes.get(key)
             if out is None:
-                t = host.new_node("transpose", [v], {"axes": axes}, name=f"{region}_layout")
+                # typed as the transpose rule would type it (the input's type, permuted), without
+                # running the rule again at each of the many region boundaries
+                name = host.fresh_name(f"{region}_layout")
+                out_type = TensorType(
+                    tuple(v.type.shape[a] for a in axes), v.type.dtype, permute_quant(v.type.quant, axes)
+                )
+                t = Node("transpose", [v], {"axes": axes}, [out_type], name=name, output_names=[host.fresh_name(name)])
                 new_nodes.append(t)
                 region_transposes.setdefault(region, []).append(t)
                 out = transposes[key] = t.output
@@ -442,7 +455,7 @@ class _Partitioner:
                     name, perm = origin[id(v)]
                     src = raw.get((name, perm))
                     if src is None:
-                        plain = by_name.get(name) or original[name]
+                        plain = plain_value(name) or original[name]
                         src = plain if _is_identity(perm) else transpose(plain, perm, pname)
                     param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
                     param_names.add(param.name)
@@ -486,10 +499,7 @@ class _Partitioner:
                     by_name[name] = out
                 else:
                     raw[(name, perm)] = out
-                    inverse = tuple(perm.index(a) for a in range(len(perm)))
-                    back = transpose(out, inverse, pname)
-                    back.name = name
-                    by_name[name] = back
+                    pending[name] = (out, tuple(perm.index(a) for a in range(len(perm))), pname)
             for i in idxs:
                 node_part[i] = pname
             work, macs, _ = self.region_stats[g]
@@ -499,8 +509,8 @@ class _Partitioner:
                 )
             )
 
-        host.nodes = new_nodes
         host.outputs = [host_value(v) for v in host.outputs]
+        host.nodes = new_nodes
         remove_dead_nodes(host)
         alive = {id(n) for n in host.nodes}
         for rep in reports:
@@ -634,4 +644,4 @@ def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int
 
 
 def _is_identity(perm: Perm) -> bool:
-    return all(i == p for i, p in enumerate(perm))
+    return perm == tuple(range(len(perm)))

@@ -1,4 +1,5 @@
-"""Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2, DenseNet-121.
+"""Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2, DenseNet-121;
+and ``chain``, a network of any depth for scale tests.
 
 The graphs have the shape of what PyTorch's exporter writes for torchvision's
 models in eval mode (Conv + BatchNormalization, Relu, MaxPool, residual Add,
@@ -32,6 +33,7 @@ __all__ = [
     "INPUT_NAME",
     "OPSET",
     "OUTPUT_NAME",
+    "chain",
     "densenet121",
     "mobilenet_v2",
     "quantize_qdq",
@@ -371,3 +373,34 @@ def densenet121(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0
             c //= 2
     b.head(_dense_pre(b, x, c), c, num_classes)
     return b.model("densenet121", resolution, num_classes)
+
+
+def chain(n_nodes: int = 100_000, *, channels: int = 4, resolution: int = 8, seed: int = 0) -> onnx.ModelProto:
+    """A chain of about ``n_nodes`` ONNX nodes, for scale tests: residual blocks Conv → Relu → Sigmoid → Add.
+
+    Each block is four nodes, ``x + sigmoid(relu(conv3x3(x)))`` on ``[1, channels,
+    resolution, resolution]`` tensors (``n_nodes // 4`` blocks), the depth of the
+    graphs that real exports of large transformer models reach. The model is
+    checked with ``onnx.checker`` (without its full shape inference, slow at this size).
+    """
+    if n_nodes < 4:
+        raise ValueError(f"a chain has at least one block of 4 nodes, got n_nodes={n_nodes}")
+    b = _Builder(seed)
+    x = INPUT_NAME
+    for _ in range(n_nodes // 4):
+        y = b.node("Sigmoid", [b.relu(b.conv(x, channels, channels, 3))])
+        x = b.node("Add", [x, y])
+    shape = [1, channels, resolution, resolution]
+    graph = helper.make_graph(
+        b.nodes,
+        "chain",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)],
+        b.inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="accel.testing.modelgen"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
