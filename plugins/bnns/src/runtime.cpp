@@ -110,6 +110,18 @@ struct Step {
   std::function<void(const std::vector<void*>&, dnnl::stream&)> host;
 };
 
+// Whether x[0..n) holds a NaN or an infinity (x - x is 0 for every finite x).
+bool has_non_finite(const float* x, std::size_t n) {
+  constexpr std::size_t kChunk = 4096;
+  for (std::size_t at = 0; at < n; at += kChunk) {
+    const std::size_t end = std::min(n, at + kChunk);
+    int bad = 0;
+    for (std::size_t i = at; i < end; ++i) bad |= static_cast<int>((x[i] - x[i]) != 0.f);
+    if (bad) return true;
+  }
+  return false;
+}
+
 // Whether x[0..n) holds a NaN (a branch-free loop the compiler vectorizes).
 bool has_nan(const float* x, std::size_t n) {
   constexpr std::size_t kChunk = 4096;
@@ -420,10 +432,7 @@ class BnnsRuntime {
     dnnl::primitive_attr attr = user_scratchpad();
     dnnl::post_ops ops;
     if (act == "relu") {
-      // oneDNN's relu maps NaN to 0; elu with alpha 0 is max(x, 0) that keeps NaN (and gives -0 for
-      // x < 0, which x * 1 + 0 turns into +0)
-      ops.append_eltwise(dnnl::algorithm::eltwise_elu, 0.f, 0.f);
-      ops.append_eltwise(dnnl::algorithm::eltwise_linear, 1.f, 0.f);
+      ops.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     } else if (act == "sigmoid") {
       ops.append_eltwise(dnnl::algorithm::eltwise_logistic, 0.f, 0.f);
     } else if (act == "gelu_tanh") {
@@ -484,8 +493,18 @@ class BnnsRuntime {
     args.push_back({DNNL_ARG_SRC, src, pd.src_desc()});
     args.push_back({DNNL_ARG_WEIGHTS, wb, pd.weights_desc()});
     if (has_bias) args.push_back({DNNL_ARG_BIAS, get(n.inputs[2], b_md), b_md});
-    args.push_back({DNNL_ARG_DST, output_buffer(n.outputs[0], pd.dst_desc()), pd.dst_desc()});
+    const std::size_t dst = output_buffer(n.outputs[0], pd.dst_desc());
+    args.push_back({DNNL_ARG_DST, dst, pd.dst_desc()});
     add_step<dnnl::convolution_forward>(pd, std::move(args));
+    if (n.attrs.string("activation") != "none") {
+      auto plain = onednn::guard("conv2d '" + n.name + "' create", [&] {
+        return dnnl::convolution_forward::primitive_desc(
+            onednn::engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, pd.src_desc(),
+            pd.weights_desc(), has_bias ? b_md : memory::desc(), pd.dst_desc(), {st[0], st[1]},
+            {dil[0] - 1, dil[1] - 1}, {pad[0], pad[1]}, {pad[2], pad[3]}, user_scratchpad());
+      });
+      nan_guard(dnnl::convolution_forward(plain), plain.scratchpad_desc(), n.outputs[0]);
+    }
   }
 
   void dense(const GraphNode& n) {
@@ -520,6 +539,14 @@ class BnnsRuntime {
     if (has_bias) args.push_back({DNNL_ARG_BIAS, get(n.inputs[2], b_md), b_md});
     args.push_back({DNNL_ARG_DST, output_buffer(n.outputs[0], plain_md(dims(n.outputs[0]))), dst_md});
     add_step<dnnl::inner_product_forward>(pd, std::move(args));
+    if (n.attrs.string("activation") != "none") {
+      auto plain = onednn::guard("dense '" + n.name + "' create", [&] {
+        return dnnl::inner_product_forward::primitive_desc(onednn::engine(), dnnl::prop_kind::forward_inference, src_md,
+                                                           pd.weights_desc(), has_bias ? b_md : memory::desc(),
+                                                           dst_md, user_scratchpad());
+      });
+      nan_guard(dnnl::inner_product_forward(plain), plain.scratchpad_desc(), n.outputs[0]);
+    }
   }
 
   void batch_matmul(const GraphNode& n) {
@@ -592,6 +619,40 @@ class BnnsRuntime {
     const std::size_t dst = output_buffer(n.outputs[0], pd.dst_desc());
     add_step<dnnl::pooling_forward>(pd, {{DNNL_ARG_SRC, src, pd.src_desc()}, {DNNL_ARG_DST, dst, pd.dst_desc()}});
     if (kind == "max") nan_max_pool(steps_.back(), pd.src_desc(), pd.dst_desc(), src, dst, n.outputs[0]);
+  }
+
+  // The reference keeps NaN through every activation; oneDNN's fused ones may not (relu maps NaN
+  // to 0; on some ISAs sigmoid and GELU clamp it away). A NaN before the activation needs a NaN
+  // or an infinity in the layer's input: only then is the layer run again without its
+  // activation (`plain`: the same formats, so the same packed weights) and its NaNs copied over.
+  void nan_guard(const dnnl::primitive& plain, const memory::desc& scratchpad, std::uint32_t t) {
+    const Step& fused = steps_.back();
+    std::vector<Arg> args(fused.args.begin(), fused.args.end() - 1);  // all but the scratchpad
+    std::size_t src = kNone, dst = kNone;
+    for (Arg& a : args) {
+      if (a.arg == DNNL_ARG_SRC) src = a.buffer;
+      if (a.arg == DNNL_ARG_DST) {
+        dst = a.buffer;
+        a.buffer = arena_buffer(t, a.md);  // the output without activation
+      }
+    }
+    scratch_bytes_ = std::max(scratch_bytes_, scratchpad.get_size());
+    args.push_back({DNNL_ARG_SCRATCHPAD, scratch_, scratchpad});
+    const std::size_t pre = args[args.size() - 2].buffer;
+    const std::size_t nx = buffers_[src].md.get_size() / sizeof(float);
+    const std::size_t ny = buffers_[dst].md.get_size() / sizeof(float);
+    Step step;
+    step.host = [=](const std::vector<void*>& where, dnnl::stream& stream) {
+      if (!has_non_finite(static_cast<const float*>(where[src]), nx)) return;
+      std::unordered_map<int, memory> mem;
+      for (const Arg& a : args) mem.emplace(a.arg, memory(a.md, onednn::engine(), where[a.buffer]));
+      plain.execute(stream, mem);
+      stream.wait();
+      const float* p = static_cast<const float*>(where[pre]);
+      float* y = static_cast<float*>(where[dst]);
+      for (std::size_t i = 0; i < ny; ++i) y[i] = p[i] != p[i] ? p[i] : y[i];
+    };
+    steps_.push_back(std::move(step));
   }
 
   // oneDNN's max pooling skips NaN; the reference (numpy's maximum) returns NaN for a window
