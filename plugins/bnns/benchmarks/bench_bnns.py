@@ -9,6 +9,13 @@ otherwise steal the cores oneDNN's threads run on in this process. Figures are
 medians of alternating runs; the machine is shared and noisy, so read the
 ratios of one run, not absolute times across runs.
 
+GNU OpenMP's worker threads (oneDNN's) spin for 300,000 iterations by default
+before they sleep; between the runtime's partitions, while accel's host runs
+numpy, they keep a core busy, which on a shared machine costs more than the
+partitions themselves (ResNet-18 at 2 threads under load: 660 ms instead of
+150). This script sets ``GOMP_SPINCOUNT=10000`` unless the environment sets it
+(libgomp reads it once, when it loads), as ONNX Runtime's spinning is turned off.
+
 Run with ``nox -s bench`` or ``python plugins/bnns/benchmarks/bench_bnns.py``.
 """
 
@@ -21,6 +28,8 @@ import json
 import os
 import statistics
 import time
+
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")  # before libgomp loads (with the bnns runtime)
 
 import accel  # first: lets accel pick OpenBLAS kernels before numpy loads
 
@@ -88,7 +97,10 @@ def main() -> None:
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
     console = Console()
-    console.print(f"accel {accel.__version__}, onnxruntime {ort.__version__}, {os.cpu_count()} cores")
+    console.print(
+        f"accel {accel.__version__}, onnxruntime {ort.__version__}, {os.cpu_count()} cores, "
+        f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}, load average {os.getloadavg()[0]:.1f}"
+    )
     models = {
         "resnet18 fp32 224x224": modelgen.resnet18(),
         "encoder seq128 d256 h4 ffn1024 x2": modelgen.transformer_encoder(128, dim=256, heads=4, ffn=1024, layers=2),
