@@ -228,3 +228,18 @@ def test_conv_chain_pool_norm_in_one_region():
     y = b.op("nn.instance_norm", y, b.const(_w(rng, 32) + 1), b.const(_w(rng, 32)))
     y = b.op("nn.avg_pool2d", y, pool_size=(3, 3), padding=(1, 1, 1, 1))
     run_on_bnns(b.done(y, b.op("nn.global_avg_pool2d", y)))
+
+
+@pytest.mark.parametrize("offset", [10.0, 50.0])
+def test_instance_norm_of_data_far_from_zero(offset):
+    """Rows whose mean is many times their spread: statistics as accurate as the reference's."""
+    shape = (2, 4, 32, 32)
+    b = GraphBuilder(x=shape)
+    g = b.done(b.op("nn.instance_norm", b.x["x"], b.const(np.ones(4, np.float32)), b.const(np.zeros(4, np.float32))))
+    (region,) = partition_graph(g, [BnnsBackend()]).regions
+    rt = _runtime.Runtime(BnnsBackend().serialize(region.body))
+    x = (offset + np.random.default_rng(1).standard_normal(shape)).astype(np.float32)
+    got = np.empty(shape, np.float32)
+    rt.run([x], [got])
+    want = ReferenceExecutor(g).run({"x": x})[g.outputs[0].name]
+    assert np.abs(got - want).max() <= 1e-5
