@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -243,3 +246,37 @@ def test_instance_norm_of_data_far_from_zero(offset):
     rt.run([x], [got])
     want = ReferenceExecutor(g).run({"x": x})[g.outputs[0].name]
     assert np.abs(got - want).max() <= 1e-5
+
+
+CHAIN = """
+import sys
+import numpy as np
+from accel.builder import GraphBuilder
+from accel.partition import partition_graph
+from accel_bnns import BnnsBackend, _runtime
+
+rng = np.random.default_rng(0)
+b = GraphBuilder(x=(1, 16, 28, 28))
+y = b.x["x"]
+for _ in range(3):
+    y = b.op("nn.conv2d", y, b.const(rng.standard_normal((16, 16, 3, 3)).astype(np.float32)), padding=(1, 1, 1, 1))
+    y = b.op("nn.relu", b.op("nn.bias_add", y, b.const(np.zeros(16, np.float32))))
+y = b.op("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
+(region,) = partition_graph(b.done(y), [BnnsBackend({"num_threads": 1})]).regions
+rt = _runtime.Runtime(BnnsBackend({"num_threads": 1}).serialize(region.body))
+x = rng.standard_normal((1, 16, 28, 28)).astype(np.float32)
+out = np.empty((1, 16, 14, 14), np.float32)
+rt.run([x], [out])
+print("RUN", flush=True)
+rt.run([x], [out])
+"""
+
+
+def test_a_chain_reorders_only_at_its_entry_and_exit():
+    """Three convolutions and a pool in the formats oneDNN chose: one reorder in, one out (oneDNN's log)."""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+    out = subprocess.run([sys.executable, "-c", CHAIN], env=env, capture_output=True, text=True, check=True).stdout
+    run = out.split("RUN\n", 1)[1].splitlines()
+    kinds = [line.split(",")[3] for line in run if line.startswith("onednn_verbose,") and ",exec," in line]
+    assert kinds.count("convolution") == 3 and kinds.count("pooling") == 1
+    assert kinds.count("reorder") <= 2, kinds
