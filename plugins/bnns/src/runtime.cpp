@@ -108,6 +108,7 @@ struct Step {
   std::vector<Arg> args;
   // host work between primitives instead (prim and args unused): the run's buffer pointers
   std::function<void(const std::vector<void*>&, dnnl::stream&)> host;
+  std::vector<std::size_t> uses;  // the buffers host work reads or writes (for the arena's plan)
 };
 
 // (x - mean) / sqrt(var + eps) * gamma + beta over one row, as the reference computes it (float32
@@ -313,8 +314,7 @@ class BnnsRuntime {
       const std::size_t dst = add_buffer(t, plain_md(dims(t)), {Slot::OUTPUT, k});
       add_reorder(held_[t], dst);
     }
-    buffers_[scratch_].slot.index = arena_bytes_;
-    arena_bytes_ += (scratch_bytes_ + kAlign - 1) / kAlign * kAlign;
+    plan_arena();
     g_ = nullptr;
   }
 
@@ -327,10 +327,46 @@ class BnnsRuntime {
     return buffers_.size() - 1;
   }
 
-  std::size_t arena_buffer(std::uint32_t t, const memory::desc& md) {
-    const std::size_t offset = arena_bytes_;
-    arena_bytes_ += (md.get_size() + kAlign - 1) / kAlign * kAlign;
-    return add_buffer(t, md, {Slot::ARENA, offset});
+  // A buffer in the arena; its offset is planned when every step is known (plan_arena).
+  std::size_t arena_buffer(std::uint32_t t, const memory::desc& md) { return add_buffer(t, md, {Slot::ARENA, 0}); }
+
+  // Offsets for the arena's buffers: each lives from the first step using it to the last, and
+  // buffers whose lives do not overlap share memory (first fit, in step order). The shared
+  // scratchpad goes after them all.
+  void plan_arena() {
+    const std::size_t n = buffers_.size();
+    std::vector<std::size_t> first(n, kNone), last(n, 0);
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+      auto touch = [&](std::size_t b) {
+        if (first[b] == kNone) first[b] = s;
+        last[b] = s;
+      };
+      for (const Arg& a : steps_[s].args) touch(a.buffer);
+      for (std::size_t b : steps_[s].uses) touch(b);
+    }
+    struct Live {
+      std::size_t offset, size, until;
+    };
+    std::vector<Live> live;  // sorted by offset
+    std::size_t total = 0;
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+      live.erase(std::remove_if(live.begin(), live.end(), [&](const Live& l) { return l.until < s; }), live.end());
+      for (std::size_t b = 0; b < n; ++b) {
+        if (b == scratch_ || buffers_[b].slot.where != Slot::ARENA || first[b] != s) continue;
+        const std::size_t size = (buffers_[b].md.get_size() + kAlign - 1) / kAlign * kAlign;
+        std::size_t at = 0;
+        auto it = live.begin();
+        for (; it != live.end(); ++it) {
+          if (it->offset >= at + size) break;  // the gap before this one fits
+          at = std::max(at, it->offset + it->size);
+        }
+        live.insert(it, {at, size, last[b]});
+        buffers_[b].slot.index = at;
+        total = std::max(total, at + size);
+      }
+    }
+    buffers_[scratch_].slot.index = total;
+    arena_bytes_ = total + (scratch_bytes_ + kAlign - 1) / kAlign * kAlign;
   }
 
   // Where a kernel writes tensor t in format md: the caller's output buffer when t is a
@@ -657,6 +693,8 @@ class BnnsRuntime {
     scratch_bytes_ = std::max(scratch_bytes_, scratchpad.get_size());
     args.push_back({DNNL_ARG_SCRATCHPAD, scratch_, scratchpad});
     const std::size_t pre = args[args.size() - 2].buffer;
+    std::vector<std::size_t> uses{src, dst};
+    for (const Arg& a : args) uses.push_back(a.buffer);
     const std::size_t nx = buffers_[src].md.get_size() / sizeof(float);
     const std::size_t ny = buffers_[dst].md.get_size() / sizeof(float);
     Step step;
@@ -670,6 +708,7 @@ class BnnsRuntime {
       float* y = static_cast<float*>(where[dst]);
       for (std::size_t i = 0; i < ny; ++i) y[i] = p[i] != p[i] ? p[i] : y[i];
     };
+    step.uses = std::move(uses);
     steps_.push_back(std::move(step));
   }
 
@@ -697,6 +736,7 @@ class BnnsRuntime {
       const float nan = std::numeric_limits<float>::quiet_NaN();
       for (std::size_t i = 0; i < ny; ++i) y[i] = p[i] > 0.f ? nan : y[i];
     };
+    step.uses = {src, dst, mask, pooled, scratch.buffer};
     steps_.push_back(std::move(step));
   }
 
@@ -733,6 +773,7 @@ class BnnsRuntime {
         normalize_row(xp + off, yp + off, static_cast<std::size_t>(L), gamma_p[c], beta_p[c], epsilon);
       }
     };
+    step.uses = {src, dst};
     steps_.push_back(std::move(step));
   }
 

@@ -280,3 +280,18 @@ def test_a_chain_reorders_only_at_its_entry_and_exit():
     kinds = [line.split(",")[3] for line in run if line.startswith("onednn_verbose,") and ",exec," in line]
     assert kinds.count("convolution") == 3 and kinds.count("pooling") == 1
     assert kinds.count("reorder") <= 2, kinds
+
+
+def test_values_read_late_survive_the_arena_reuse():
+    """Intermediates share arena memory once dead; one read many steps later must still see its data."""
+    rng = np.random.default_rng(9)
+    b = GraphBuilder(x=(1, 8, 20, 20))
+    y1 = b.op("nn.relu", b.op("nn.conv2d", b.x["x"], b.const(_w(rng, 8, 8, 3, 3)), padding=(1, 1, 1, 1)))
+    y = y1
+    mids = []
+    for _ in range(4):
+        y = b.op("sigmoid", b.op("nn.conv2d", y, b.const(_w(rng, 8, 8, 3, 3)), padding=(1, 1, 1, 1)))
+        mids.append(y)
+    late = b.op("nn.max_pool2d", y1, pool_size=(2, 2), strides=(2, 2))
+    norm = b.op("nn.instance_norm", mids[1], b.const(_w(rng, 8) + 1), b.const(_w(rng, 8)))
+    run_on_bnns(b.done(y, late, b.op("nn.global_avg_pool2d", mids[0]), norm))
