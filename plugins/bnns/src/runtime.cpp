@@ -26,6 +26,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -50,6 +51,10 @@ constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeaderSize = 64;  // serializer.py: HEADER_SIZE
 constexpr std::uint32_t kMaxThreads = 1024;
 constexpr std::size_t kAlign = 64;
+// Below this many multiply-accumulates (or window taps) a step runs on one thread; below
+// kSmallCopy elements, a reorder.
+constexpr double kSmallWork = 1 << 20;
+constexpr double kSmallCopy = 1 << 16;
 
 memory::dims dims_of(const Shape& s) {
   memory::dims d;
@@ -109,6 +114,7 @@ struct Step {
   // host work between primitives instead (prim and args unused): the run's buffer pointers
   std::function<void(const std::vector<void*>&, dnnl::stream&)> host;
   std::vector<std::size_t> uses;  // the buffers host work reads or writes (for the arena's plan)
+  int threads = 0;                 // its primitives' thread count, when not the runtime's (0)
 };
 
 // (x - mean) / sqrt(var + eps) * gamma + beta over one row, as the reference computes it (float32
@@ -229,6 +235,8 @@ class BnnsRuntime {
       dnnl::stream stream(onednn::engine());
       std::unordered_map<int, memory> args;
       for (const Step& step : steps_) {
+        std::optional<onednn::ThreadScope> narrow;  // as the step's primitives were created
+        if (step.threads != 0 && step.threads != threads_) narrow.emplace(step.threads);
         if (step.host) {
           stream.wait();
           step.host(where, stream);
@@ -385,10 +393,12 @@ class BnnsRuntime {
   void add_reorder(std::size_t from, std::size_t to) {
     const memory::desc& src = buffers_[from].md;
     const memory::desc& dst = buffers_[to].md;
+    const int nthr = threads_for(dst.get_size() / sizeof(float), kSmallCopy);
+    onednn::ThreadScope narrow(nthr);
     auto pd = onednn::guard("reorder create", [&] {
       return dnnl::reorder::primitive_desc(onednn::engine(), src, onednn::engine(), dst, user_scratchpad());
     });
-    add_step<dnnl::reorder>(pd, {{DNNL_ARG_FROM, from, src}, {DNNL_ARG_TO, to, dst}});
+    add_step<dnnl::reorder>(pd, {{DNNL_ARG_FROM, from, src}, {DNNL_ARG_TO, to, dst}}, nthr);
   }
 
   // Tensor t (an activation or a constant) in format md: as held, or reordered once into it.
@@ -475,11 +485,22 @@ class BnnsRuntime {
 
   // A step of primitive pd, its arguments and the shared scratchpad.
   template <class P, class PD>
-  void add_step(const PD& pd, std::vector<Arg> args) {
+  void add_step(const PD& pd, std::vector<Arg> args, int threads = -1) {
     const memory::desc sp = pd.scratchpad_desc();
     scratch_bytes_ = std::max(scratch_bytes_, sp.get_size());
     args.push_back({DNNL_ARG_SCRATCHPAD, scratch_, sp});
-    steps_.push_back({P(pd), std::move(args), {}});
+    steps_.push_back({P(pd), std::move(args), {}, {}, threads < 0 ? step_threads_ : threads});
+  }
+
+  // Threads for a step of `work` operations: one below `small` (forking the team costs more
+  // than it saves there, and far more on a loaded machine), else the runtime's. Primitives are
+  // created and run with the same count.
+  int threads_for(double work, double small = kSmallWork) const { return work < small ? 1 : threads_; }
+
+  // The kernel being planned runs its primitives with threads_for(work) threads.
+  int narrow_to(double work) {
+    step_threads_ = threads_for(work);
+    return step_threads_;
   }
 
   static dnnl::primitive_attr activation(const GraphNode& n, const std::string& act) {
@@ -528,6 +549,7 @@ class BnnsRuntime {
     const bool has_bias = n.inputs.size() == 3;
     if (has_bias) expect_shape(n, constant_input(n, 2, "bias"), {O}, "bias");
 
+    onednn::ThreadScope narrow(narrow_to(double(N) * O * geo.oh * geo.ow * (C / groups) * KH * KW));
     const memory::dims wdims = groups == 1 ? memory::dims{O, C, KH, KW} : memory::dims{groups, O / groups, C / groups, KH, KW};
     const memory::desc w_plain(wdims, dt::f32, groups == 1 ? tag::oihw : tag::goihw);
     const memory::desc src_any({N, C, H, W}, dt::f32, tag::any);
@@ -577,6 +599,7 @@ class BnnsRuntime {
     const bool has_bias = n.inputs.size() == 3;
     if (has_bias) expect_shape(n, constant_input(n, 2, "bias"), {N}, "bias");
 
+    onednn::ThreadScope narrow(narrow_to(double(M) * N * K));
     const memory::desc src_md({M, K}, dt::f32, tag::ab);
     const memory::desc w_plain({N, K}, dt::f32, tag::ab);
     const memory::desc w_any({N, K}, dt::f32, tag::any);
@@ -617,6 +640,7 @@ class BnnsRuntime {
     if (Ba != Bb && Ba != 1 && Bb != 1) n.fail("batch sizes " + std::to_string(Ba) + " and " + std::to_string(Bb) + " do not broadcast");
     const std::int64_t B = std::max(Ba, Bb);
     expect_shape(n, y, {B, M, N}, "output");
+    onednn::ThreadScope narrow(narrow_to(double(B) * M * N * K));
     // transposes as strides over the stored row-major tensors
     const memory::desc a_md({Ba, M, K}, dt::f32, ta ? memory::dims{K * M, 1, M} : memory::dims{M * K, K, 1});
     const memory::desc b_md({Bb, K, N}, dt::f32, tb ? memory::dims{N * K, 1, K} : memory::dims{K * N, N, 1});
@@ -653,6 +677,7 @@ class BnnsRuntime {
     }
     if (pad[0] >= (k[0] - 1) * dil[0] + 1 || pad[1] >= (k[1] - 1) * dil[1] + 1) n.fail("padding must be smaller than the window");
     expect_shape(n, y, {N, C, geo.oh, geo.ow}, "output");
+    onednn::ThreadScope narrow(narrow_to(double(N) * C * geo.oh * geo.ow * k[0] * k[1]));
     const auto alg = kind == "max" ? dnnl::algorithm::pooling_max
                      : include    ? dnnl::algorithm::pooling_avg_include_padding
                                   : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -709,6 +734,7 @@ class BnnsRuntime {
       for (std::size_t i = 0; i < ny; ++i) y[i] = p[i] != p[i] ? p[i] : y[i];
     };
     step.uses = std::move(uses);
+    step.threads = step_threads_;
     steps_.push_back(std::move(step));
   }
 
@@ -737,6 +763,7 @@ class BnnsRuntime {
       for (std::size_t i = 0; i < ny; ++i) y[i] = p[i] > 0.f ? nan : y[i];
     };
     step.uses = {src, dst, mask, pooled, scratch.buffer};
+    step.threads = step_threads_;
     steps_.push_back(std::move(step));
   }
 
@@ -789,6 +816,7 @@ class BnnsRuntime {
   std::vector<memory> weights_;   // packed weights (own their data)
   std::vector<void*> const_ptrs_;  // constant slot -> its data
   std::size_t arena_bytes_ = 0;
+  int step_threads_ = 0;           // threads of the kernel being planned (narrow_to)
   std::size_t scratch_ = 0;        // the buffer of every primitive's scratchpad
   std::size_t scratch_bytes_ = 0;  // the largest scratchpad
 };
