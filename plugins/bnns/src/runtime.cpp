@@ -573,13 +573,22 @@ class BnnsRuntime {
     args.push_back({DNNL_ARG_DST, dst, pd.dst_desc()});
     add_step<dnnl::convolution_forward>(pd, std::move(args));
     if (n.attrs.string("activation") != "none") {
-      auto plain = onednn::guard("conv2d '" + n.name + "' create", [&] {
+      // the same formats, so the same packed weights; else weights of its own format
+      auto make = [&](const memory::desc& weights) {
         return dnnl::convolution_forward::primitive_desc(
             onednn::engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, pd.src_desc(),
-            pd.weights_desc(), has_bias ? b_md : memory::desc(), pd.dst_desc(), {st[0], st[1]},
-            {dil[0] - 1, dil[1] - 1}, {pad[0], pad[1]}, {pad[2], pad[3]}, user_scratchpad());
-      });
-      nan_guard(dnnl::convolution_forward(plain), plain.scratchpad_desc(), n.outputs[0]);
+            weights, has_bias ? b_md : memory::desc(), pd.dst_desc(), {st[0], st[1]}, {dil[0] - 1, dil[1] - 1},
+            {pad[0], pad[1]}, {pad[2], pad[3]}, user_scratchpad());
+      };
+      dnnl::convolution_forward::primitive_desc plain;
+      try {
+        plain = make(pd.weights_desc());
+      } catch (const dnnl::error&) {
+        plain = onednn::guard("conv2d '" + n.name + "' create", [&] { return make(w_any); });
+      }
+      std::size_t wp = kNone;
+      if (plain.weights_desc() != pd.weights_desc()) wp = weight_buffer(n.inputs[1], packed(w, w_plain, plain.weights_desc()));
+      nan_guard(dnnl::convolution_forward(plain), plain.scratchpad_desc(), n.outputs[0], wp);
     }
   }
 
@@ -617,12 +626,20 @@ class BnnsRuntime {
     args.push_back({DNNL_ARG_DST, output_buffer(n.outputs[0], plain_md(dims(n.outputs[0]))), dst_md});
     add_step<dnnl::inner_product_forward>(pd, std::move(args));
     if (n.attrs.string("activation") != "none") {
-      auto plain = onednn::guard("dense '" + n.name + "' create", [&] {
+      auto make = [&](const memory::desc& weights) {
         return dnnl::inner_product_forward::primitive_desc(onednn::engine(), dnnl::prop_kind::forward_inference, src_md,
-                                                           pd.weights_desc(), has_bias ? b_md : memory::desc(),
-                                                           dst_md, user_scratchpad());
-      });
-      nan_guard(dnnl::inner_product_forward(plain), plain.scratchpad_desc(), n.outputs[0]);
+                                                           weights, has_bias ? b_md : memory::desc(), dst_md,
+                                                           user_scratchpad());
+      };
+      dnnl::inner_product_forward::primitive_desc plain;
+      try {
+        plain = make(pd.weights_desc());
+      } catch (const dnnl::error&) {
+        plain = onednn::guard("dense '" + n.name + "' create", [&] { return make(w_any); });
+      }
+      std::size_t wp = kNone;
+      if (plain.weights_desc() != pd.weights_desc()) wp = weight_buffer(n.inputs[1], packed(w, w_plain, plain.weights_desc()));
+      nan_guard(dnnl::inner_product_forward(plain), plain.scratchpad_desc(), n.outputs[0], wp);
     }
   }
 
@@ -704,12 +721,14 @@ class BnnsRuntime {
   // to 0; on some ISAs sigmoid and GELU clamp it away). A NaN before the activation needs a NaN
   // or an infinity in the layer's input: only then is the layer run again without its
   // activation (`plain`: the same formats, so the same packed weights) and its NaNs copied over.
-  void nan_guard(const dnnl::primitive& plain, const memory::desc& scratchpad, std::uint32_t t) {
+  // `weights`: a buffer of weights packed for `plain` when its format is not the fused step's.
+  void nan_guard(const dnnl::primitive& plain, const memory::desc& scratchpad, std::uint32_t t, std::size_t weights) {
     const Step& fused = steps_.back();
     std::vector<Arg> args(fused.args.begin(), fused.args.end() - 1);  // all but the scratchpad
     std::size_t src = kNone, dst = kNone;
     for (Arg& a : args) {
       if (a.arg == DNNL_ARG_SRC) src = a.buffer;
+      if (a.arg == DNNL_ARG_WEIGHTS && weights != kNone) a = {DNNL_ARG_WEIGHTS, weights, buffers_[weights].md};
       if (a.arg == DNNL_ARG_DST) {
         dst = a.buffer;
         a.buffer = arena_buffer(t, a.md);  // the output without activation
