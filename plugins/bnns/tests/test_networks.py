@@ -95,3 +95,30 @@ def test_bnns_then_acl_on_resnet18():
     report = artifact.report
     assert {n.backend for n in report.nodes if n.op == "nn.conv2d"} == {"bnns"}
     assert sum(p.transposes for p in report.partitions) == 0
+
+
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_onnx_gelu_after_a_linear_layer_is_one_composite(approximate):
+    """ONNX ``Gelu`` (opset 20) after MatMul + Add, as exporters write ``nn.Linear`` + ``nn.GELU``."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array((rng.standard_normal((16, 24)) * 0.3).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(24) * 0.3).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["h", "b"], ["hb"]),
+        helper.make_node("Gelu", ["hb"], [modelgen.OUTPUT_NAME], approximate=approximate),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "linear_gelu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+        [helper.make_tensor_value_info(modelgen.OUTPUT_NAME, TensorProto.FLOAT, [2, 5, 24])],
+        [w, b],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    onnx.checker.check_model(model)
+    artifact = check_compiled(model, "bnns")
+    assert {n.composite for n in artifact.report.nodes} == {"bnns.dense_bias_gelu"}
