@@ -23,7 +23,9 @@ is the region, in the backend's layout, with fused patterns as nested
    its nodes are offered to the next backends, then the host.
 5. **Layout.** Region inputs and outputs get host transposes from and to the
    model's layout; a transpose back followed by its inverse cancels, so two
-   adjacent NHWC regions exchange NHWC tensors directly.
+   adjacent NHWC regions exchange NHWC tensors directly. A region of
+   elementwise ops only whose inputs arrive in the model's layout is built in
+   that layout (:meth:`_Partitioner._region_layout`).
 6. **Report** (:mod:`accel.report`): where each node runs, and why each
    backend before it declined.
 
@@ -42,6 +44,7 @@ from functools import partial
 from accel.backend import Backend, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
 from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused
+from accel.ops.registry import Layout, get_op
 from accel.passes._rewrite import permute_quant
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
@@ -428,6 +431,8 @@ class _Partitioner:
                 out = transposes[key] = t.output
             return out
 
+        group_of = {i: g for g, (_, idxs) in enumerate(self.groups) for i in idxs}
+        group_layout: dict[int, str] = {}  # region -> the layout its body is in
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
                 for i in idxs:
@@ -439,7 +444,9 @@ class _Partitioner:
             k = counters.get(backend.name, 0)
             counters[backend.name] = k + 1
             pname = f"{backend.name}_{k}"
-            _, vnodes, origin = self.views[backend.layout]
+            layout = self._region_layout(backend, idxs, group_of, group_layout)
+            group_layout[g] = layout
+            _, vnodes, origin = self.views[layout] if layout != self.layout else self._host_view()
             body_nodes = [vnodes[self.nodes[i].name] for i in idxs]
             produced = {id(v) for nd in body_nodes for v in nd.outputs}
             # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
@@ -516,6 +523,41 @@ class _Partitioner:
         for rep in reports:
             rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
         return PartitionResult(host, self._report(node_part, reports))
+
+    def _host_view(self) -> tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]:
+        """The host copy as a view in the model's layout (the view of a backend of that layout)."""
+        if self.layout not in self.views:
+            origin = {id(v): (v.name, tuple(range(v.type.rank))) for v in self.host.values()}
+            self.views[self.layout] = (self.host, {nd.name: nd for nd in self.host.nodes}, origin)
+        return self.views[self.layout]
+
+    def _region_layout(
+        self, backend: Backend, idxs: list[int], group_of: dict[int, int], group_layout: dict[int, str]
+    ) -> str:
+        """The layout a region's body is built in: its backend's, except for a region of elementwise ops only.
+
+        An elementwise op computes the same in any axis order, so such a region
+        whose inputs all arrive in the model's layout (from the host, graph
+        inputs or regions in that layout) takes that layout too, when the
+        backend's checks accept its nodes as they are there: a residual
+        ``add → relu`` between two planar regions then needs no transposes.
+        """
+        if backend.layout == self.layout:
+            return self.layout
+        host_nodes = self._host_view()[1]
+        inside = set(idxs)
+        for i in idxs:
+            node = self.nodes[i]
+            if self.unit[i] in self.composite or node.op == CALL_OP or get_op(node.op).layout is not Layout.ELEMENTWISE:
+                return backend.layout
+            for j in self.deps[i]:
+                if j not in inside and group_layout.get(group_of[j], self.layout) != self.layout:
+                    return backend.layout
+        for i in idxs:
+            host_node = host_nodes[self.nodes[i].name]
+            if self._call_check(backend, partial(backend.check_op, host_node), host_node) is not None:
+                return backend.layout
+        return self.layout
 
     def _outline_composites(self, body: Graph, units: list[int]) -> None:
         groups: dict[int, list[Node]] = {}
