@@ -601,12 +601,15 @@ class IntConvRequantize {
     if (band_rows != 0) return band_rows < 0 ? 0 : band_rows;
     spec.shape.validate();
     const std::int64_t oh = spec.shape.out_h(), ow = spec.shape.out_w();
-    // two parts when the weights split (an estimate: the exact count is IntConv's)
-    const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (int8_exact() ? 1 : 2);
-    if (row_bytes * oh * spec.shape.batch <= (256 << 10) || oh < 2) return 0;
-    // about 128 KiB of accumulators per band, at least 4 rows (smaller bands cost more in
-    // oneDNN calls than they save), and two bands per thread for balance where possible
-    std::int64_t rows = std::max<std::int64_t>(4, (128 << 10) / row_bytes);
+    // two parts when the weights of a dense layer split (an estimate: the exact count is
+    // IntConv's); depthwise weights never split
+    const bool split = !int8_exact() && !spec.shape.depthwise();
+    const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (split ? 2 : 1);
+    if (row_bytes * oh * spec.shape.batch <= (512 << 10) || oh < 2) return 0;
+    // about 256 KiB of accumulators per band (half a 512 KiB L2), at least 8 rows: smaller
+    // bands cost more in oneDNN calls than they save (measured on MobileNetV2's 1x1 and
+    // depthwise layers, docs/sdk.md), and two bands per thread for balance where possible
+    std::int64_t rows = std::max<std::int64_t>(8, (256 << 10) / row_bytes);
     const std::int64_t want = 2 * resolve_threads(threads);
     if (oh / rows < want) rows = std::max<std::int64_t>(2, oh / want);
     return std::min(rows, oh);
