@@ -5,8 +5,9 @@ Run from an accel checkout with accel-sdk's [test] extra installed:
 accel_link_onednn) on first use. int8 is IntConvRequantize (uint8 in, uint8 out, bias,
 per-channel scales), exact on every CPU, twice: forced onto the int8 path (without VNNI
 its weights run in parts, column "parts") and with the path IntConv picks for the layer
-(column "path": int8, or f32 where oneDNN's f32 convolution is exact and faster). Figures are the best of a few timed batches taken in turn, without creating the ops; machines
-are shared, so compare ratios from one run.
+(column "path": int8, or f32 where oneDNN's f32 convolution is exact and faster).
+Figures are the best of a few timed batches taken in turn, without creating the ops;
+machines are shared, so compare ratios from one run.
 """
 
 from __future__ import annotations
@@ -53,13 +54,23 @@ def timed(fn, repeat: int) -> float:
 
 
 def best_of(fns: dict, repeat: int, rounds: int = 5) -> dict:
-    """Seconds per run of each fn: the best of `rounds` rounds, each timing every fn in turn (so a
-    busy spell of a shared machine hits all of them alike)."""
-    best = dict.fromkeys(fns, float("inf"))
+    """Seconds per run of each fn, without the op's creation: the best time of one call with 1 run
+    and of one with 1 + repeat runs over `rounds` rounds, each round timing every fn in turn (so a
+    busy spell of a shared machine hits all of them alike); per run = (long - short) / repeat."""
+    short = dict.fromkeys(fns, float("inf"))
+    long = dict.fromkeys(fns, float("inf"))
+    for fn in fns.values():
+        fn(1)  # warm up: caches, the primitive cache, page faults
     for _ in range(rounds):
         for key, fn in fns.items():
-            best[key] = min(best[key], timed(fn, repeat))
-    return best
+            t0 = time.perf_counter()
+            fn(1)
+            t1 = time.perf_counter()
+            fn(1 + repeat)
+            t2 = time.perf_counter()
+            short[key] = min(short[key], t1 - t0)
+            long[key] = min(long[key], t2 - t1)
+    return {key: max(long[key] - short[key], 1e-9) / repeat for key in fns}
 
 
 def bench_layer(p, name: str, g, rng: np.random.Generator) -> None:

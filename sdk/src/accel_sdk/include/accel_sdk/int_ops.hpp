@@ -110,14 +110,6 @@ struct IntBand {
   std::string impl;
 };
 
-// This thread's scratchpad for a oneDNN call, at least `bytes` long, 64-byte aligned.
-inline void* scratchpad(std::size_t bytes) {
-  thread_local std::vector<unsigned char> buf;
-  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
-  const std::uintptr_t p = reinterpret_cast<std::uintptr_t>(buf.data());
-  return buf.data() + ((64 - p % 64) % 64);
-}
-
 // out[i] = in[i] - z as float (exact).
 inline void centre_u8(const std::uint8_t* in, std::int32_t z, float* out, std::size_t n) {
   const float zf = static_cast<float>(z);
@@ -477,7 +469,7 @@ class IntConv {
     guard("int8 convolution", [&] {
       const dnnl::memory s(b.src_md, engine(), const_cast<std::uint8_t*>(src));
       const dnnl::memory d(b.dst_md, engine(), dst);
-      const dnnl::memory scratch(b.scratch_md, engine(), detail::scratchpad(b.scratch_md.get_size()));
+      const dnnl::memory scratch(b.scratch_md, engine(), thread_scratchpad(b.scratch_md.get_size()));
       std::int32_t zp = zx_;
       if (zx_ != 0) {
         const dnnl::memory z({{1}, dnnl::memory::data_type::s32, dnnl::memory::format_tag::x}, engine(), &zp);
@@ -507,7 +499,7 @@ class IntConv {
     guard("int8 convolution (f32 path)", [&] {
       const dnnl::memory s(b.src_md, engine(), x.data());
       const dnnl::memory d(b.dst_md, engine(), acc);
-      const dnnl::memory scratch(b.scratch_md, engine(), detail::scratchpad(b.scratch_md.get_size()));
+      const dnnl::memory scratch(b.scratch_md, engine(), thread_scratchpad(b.scratch_md.get_size()));
       b.prim.execute(stream.get(),
                      {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, *b.weights}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, scratch}});
       stream.get().wait();
@@ -549,8 +541,8 @@ class IntConv {
 // qnn.conv2d -> nn.bias_add -> qnn.requantize (bias and fused relu/clip in the requantizer).
 class IntConvRequantize {
  public:
-  // band_rows: 0 picks (bands of about 128 KiB of accumulators when the layer's exceed
-  // 256 KiB, else the whole layer at once), > 0 forces that band height, < 0 the whole layer.
+  // band_rows: 0 picks (bands of about 256 KiB of accumulators, at least 8 rows, when the
+  // layer's exceed 512 KiB, else the whole layer at once), > 0 forces that band height, < 0 the whole layer.
   IntConvRequantize(const IntConvSpec& spec, quant::ChannelRequantizer requantizer, std::int32_t out_dtype,
                     int threads, std::int64_t band_rows = 0)
       : conv_(spec, threads, pick_band_rows(spec, threads, band_rows)), rq_(std::move(requantizer)),
