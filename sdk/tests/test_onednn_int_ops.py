@@ -325,8 +325,9 @@ def test_capped_isa_in_subprocess(isa):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.parametrize("path", ["int8", "f32"])
 @pytest.mark.parametrize("band_rows", [-1, 4])
-def test_one_op_runs_from_several_threads_at_once(band_rows):
+def test_one_op_runs_from_several_threads_at_once(band_rows, path):
     """run() is const: four Python threads share one IntConvRequantize, each gets the reference result."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -336,7 +337,11 @@ def test_one_op_runs_from_several_threads_at_once(band_rows):
     x0, w, zx, zw = random_case(rng, g, np.uint8, np.int8, True)
     scales = rng.uniform(0.0005, 0.002, size=g["oc"]).astype(np.float32)
     bias = rng.integers(-3000, 3000, size=g["oc"]).astype(np.int32)
-    op = p.ConvOp(g, x0, w, zx, zw, scales.tolist(), 0.1, 7, bias.tolist(), 2, band_rows)
+    p.set_path(path)
+    try:
+        op = p.ConvOp(g, x0, w, zx, zw, scales.tolist(), 0.1, 7, bias.tolist(), 2, band_rows)
+    finally:
+        p.set_path("auto")
     inputs = [rng.integers(0, 256, size=x0.shape).astype(np.uint8) for _ in range(8)]
     wants = [
         quant.requantize(
