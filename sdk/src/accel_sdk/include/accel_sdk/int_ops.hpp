@@ -96,12 +96,13 @@ inline IntConvSpec dense_spec(std::int64_t m, std::int64_t k, std::int64_t n, st
 
 namespace detail {
 
-// One oneDNN convolution: a band of output rows of one image, or the whole batch.
+// Weights as create packs them for one path.
 struct PackedWeights {
   std::vector<std::int8_t> s8;  // the int8 path's parts
   std::vector<float> f32;       // the f32 path's centred weights
 };
 
+// One oneDNN convolution: a band of output rows of one image, or the whole batch.
 struct IntBand {
   dnnl::convolution_forward prim;
   dnnl::memory::desc src_md, dst_md, scratch_md;
