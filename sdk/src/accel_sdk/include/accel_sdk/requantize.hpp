@@ -118,6 +118,14 @@ void run_portable(const AccBlock& a, std::size_t c0, std::size_t c1, const Chann
 
 #ifdef ACCEL_SDK_REQUANTIZE_X86
 
+// Saturating t - z_in: overflow when t and z_in differ in sign and the result's sign is not t's.
+__attribute__((target("avx2"))) inline __m256i avx2_sub_sat(__m256i t, __m256i z_in) {
+  const __m256i r = _mm256_sub_epi32(t, z_in);
+  const __m256i ovf = _mm256_and_si256(_mm256_xor_si256(t, z_in), _mm256_xor_si256(t, r));
+  const __m256i sat = _mm256_xor_si256(_mm256_srai_epi32(t, 31), _mm256_set1_epi32(0x7fffffff));
+  return _mm256_blendv_epi8(r, sat, _mm256_srai_epi32(ovf, 31));
+}
+
 // t = wrap(sum of parts + bias) - z_in saturated, for 8 channels from c.
 __attribute__((target("avx2"))) inline __m256i avx2_sum(const std::int32_t* row, const AccBlock& a, std::size_t c,
                                                         const ChannelConsts& k, __m256i z_in, bool has_z_in) {
@@ -125,12 +133,7 @@ __attribute__((target("avx2"))) inline __m256i avx2_sum(const std::int32_t* row,
   for (std::size_t p = 0; p < a.parts; ++p) {
     t = _mm256_add_epi32(t, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p * a.part_stride + c)));
   }
-  if (has_z_in) {  // saturating t - z_in: overflow when t and z_in differ in sign and the result's sign is not t's
-    const __m256i r = _mm256_sub_epi32(t, z_in);
-    const __m256i ovf = _mm256_and_si256(_mm256_xor_si256(t, z_in), _mm256_xor_si256(t, r));
-    const __m256i sat = _mm256_xor_si256(_mm256_srai_epi32(t, 31), _mm256_set1_epi32(0x7fffffff));
-    t = _mm256_blendv_epi8(r, sat, _mm256_srai_epi32(ovf, 31));
-  }
+  if (has_z_in) t = avx2_sub_sat(t, z_in);
   return t;
 }
 
@@ -200,11 +203,23 @@ __attribute__((target("avx2"))) void run_avx2(const AccBlock& a, std::size_t c1,
 // Odd channels shift by n + 1 - 32 and so land in the high halves of their 64-bit lanes.
 // Constants per 8 channels (FastConsts): 2m (even lanes), 2m of the odd channels, 2^n and
 // the shift counts, even channels then odd ones.
+// The block's layout is passed by value: the uint8 stores may alias anything, and values
+// held in registers need not be reloaded after each of them.
+struct FastLayout {
+  const std::int32_t* bias;
+  std::size_t parts;
+  std::size_t part_stride;
+};
+
 template <bool PerChannel>
-__attribute__((target("avx2"))) inline __m256i avx2_fast8(const std::int32_t* row, const AccBlock& a, std::size_t c,
-                                                          const ChannelConsts& k, const std::int64_t* f,
-                                                          __m256i z_in, bool has_z_in, const __m256i* tensor) {
-  const __m256i t = avx2_sum(row, a, c, k, z_in, has_z_in);
+__attribute__((target("avx2"))) inline __m256i avx2_fast8(const std::int32_t* row, FastLayout l, std::size_t c,
+                                                          const std::int64_t* f, __m256i z_in, bool has_z_in,
+                                                          const __m256i* tensor) {
+  __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l.bias + c));
+  for (std::size_t p = 0; p < l.parts; ++p) {
+    t = _mm256_add_epi32(t, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p * l.part_stride + c)));
+  }
+  if (has_z_in) t = avx2_sub_sat(t, z_in);
   __m256i m_e, m_o, h_e, h_o, n_e, n_o;
   if (PerChannel) {
     f += c / 8 * kFastStride;
@@ -248,22 +263,25 @@ __attribute__((target("avx2"))) void run_avx2_fast(const AccBlock& a, std::size_
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256i tensor[6];
   for (int i = 0; i < 6; ++i) tensor[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 4 * i));
-  for (std::size_t r = 0; r < a.rows; ++r) {
-    const std::int32_t* row = a.data + r * a.row_stride;
+  const FastLayout l{k.bias.data(), a.parts, a.part_stride};
+  const std::int32_t* const data = a.data;
+  const std::size_t rows = a.rows, row_stride = a.row_stride;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::int32_t* row = data + r * row_stride;
     Out* o = out + r * out_stride;
     std::size_t c = 0;
     for (; c + 32 <= c1; c += 32) {
-      const __m256i v0 = avx2_fast8<PerChannel>(row, a, c, k, f, z_in, has_z_in, tensor);
-      const __m256i v1 = avx2_fast8<PerChannel>(row, a, c + 8, k, f, z_in, has_z_in, tensor);
-      const __m256i v2 = avx2_fast8<PerChannel>(row, a, c + 16, k, f, z_in, has_z_in, tensor);
-      const __m256i v3 = avx2_fast8<PerChannel>(row, a, c + 24, k, f, z_in, has_z_in, tensor);
+      const __m256i v0 = avx2_fast8<PerChannel>(row, l, c, f, z_in, has_z_in, tensor);
+      const __m256i v1 = avx2_fast8<PerChannel>(row, l, c + 8, f, z_in, has_z_in, tensor);
+      const __m256i v2 = avx2_fast8<PerChannel>(row, l, c + 16, f, z_in, has_z_in, tensor);
+      const __m256i v3 = avx2_fast8<PerChannel>(row, l, c + 24, f, z_in, has_z_in, tensor);
       const __m256i a16 = _mm256_adds_epi16(_mm256_packs_epi32(v0, v1), z_out);
       const __m256i b16 = _mm256_adds_epi16(_mm256_packs_epi32(v2, v3), z_out);
       const __m256i b = _mm256_permutevar8x32_epi32(avx2_pack8<Out>(a16, b16), order);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c), avx2_clamp8<Out>(b, lo, hi));
     }
     for (; c + 8 <= c1; c += 8) {
-      const __m256i v = avx2_fast8<PerChannel>(row, a, c, k, f, z_in, has_z_in, tensor);
+      const __m256i v = avx2_fast8<PerChannel>(row, l, c, f, z_in, has_z_in, tensor);
       const __m256i a16 = _mm256_adds_epi16(_mm256_packs_epi32(v, v), z_out);
       const __m256i b = avx2_clamp8<Out>(avx2_pack8<Out>(a16, a16), lo, hi);
       const __m128i packed = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
