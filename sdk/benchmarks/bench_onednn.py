@@ -103,6 +103,39 @@ def bench_layer(p, name: str, g, rng: np.random.Generator) -> None:
         )
 
 
+REQUANTIZE_BLOCKS = {  # rows x channels: a band of about 256 KiB of accumulators, and a whole layer
+    "band 448x144": (448, 144),
+    "band 2048x32": (2048, 32),
+    "layer 3136x144": (3136, 144),
+    "layer 12544x32": (12544, 32),
+}
+
+
+def bench_requantize(p, rng: np.random.Generator) -> None:
+    """ns per output value of ChannelRequantizer (uint8 out, bias, per-channel and per-tensor).
+    shift ≤ 0 (multipliers below 1, as convolutions have) and shift > 0 with m ≥ 2^16 run the
+    fast kernel; the same block with m = 1000, shift 1 on its first channel runs the general
+    kernel, so all are timed in one run."""
+    print(f"\nrequantize, ns per output value (kernel {p.requantize_isa()})")
+    print(f"{'block':16} {'multipliers':12} {'shift<=0':>9} {'shift<=4':>9} {'general':>9} {'portable':>9}")
+    for name, (rows, channels) in REQUANTIZE_BLOCKS.items():
+        acc = rng.integers(-200_000, 200_000, size=(rows, channels)).astype(np.int32)
+        bias = rng.integers(-1000, 1000, size=channels).astype(np.int32)
+        for per_channel in (True, False):
+            n = channels if per_channel else 1
+            m = rng.integers(1 << 30, 1 << 31, size=n).astype(np.int32)
+            shift = rng.integers(-12, 1, size=n).astype(np.int32)
+            up = rng.integers(-12, 5, size=n).astype(np.int32)
+            up[0] = 4
+            m_general, general = m.copy(), shift.copy()
+            m_general[0], general[0] = 1000, 1
+            runs = ((m, shift, "avx512", 20), (m, up, "avx512", 20), (m_general, general, "avx512", 20))
+            runs += ((m, shift, "portable", 2),)
+            ns = [1e9 * p.requantize_seconds(acc, mm, s, bias, isa, reps, 5) for mm, s, isa, reps in runs]
+            kind = "per-channel" if per_channel else "per-tensor"
+            print(f"{name:16} {kind:12} {ns[0]:>9.3f} {ns[1]:>9.3f} {ns[2]:>9.3f} {ns[3]:>9.3f}")
+
+
 def main() -> None:
     p = probe()
     rng = np.random.default_rng(0)
@@ -115,6 +148,7 @@ def main() -> None:
     )
     for name, g in LAYERS.items():
         bench_layer(p, name, g, rng)
+    bench_requantize(p, rng)
 
 
 if __name__ == "__main__":

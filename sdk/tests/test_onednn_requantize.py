@@ -9,7 +9,7 @@ from onednn_build import probe
 from accel import quant
 
 KERNELS = ["portable", "avx2", "avx512"]  # avx512 runs as avx2 on a CPU without it
-SPECIAL_M = [1 << 30, 3 << 29, (1 << 31) - 1, (1 << 30) + 1, 0]
+SPECIAL_M = [1 << 30, 3 << 29, (1 << 31) - 1, (1 << 30) + 1, 0, 1 << 16, (1 << 16) - 1, 3]
 
 
 def reference(acc, channels, parts, m, shift, z_out, lo, hi, bias, z_in, dtype):
@@ -91,7 +91,7 @@ def test_every_shift_and_tie(kernel, dtype):
     z_out = 3 if dtype == np.uint8 else -2
     shifts = np.arange(-31, 32, dtype=np.int32)
     channels = shifts.size
-    for m0 in SPECIAL_M[:4]:
+    for m0 in [*SPECIAL_M[:4], 1 << 16, (1 << 16) - 1, 3]:  # m < 2^16 with shift > 0: the general kernel
         m = np.full(channels, m0, np.int32)
         xs = [np.arange(-64, 65), [-(1 << 31), -(1 << 31) + 1, (1 << 31) - 1, 1 << 30, -(1 << 30), 12345, -12345]]
         x = np.concatenate([np.asarray(v, np.int64) for v in xs]).astype(np.int32)
@@ -101,6 +101,48 @@ def test_every_shift_and_tie(kernel, dtype):
         )
         want = reference(acc, channels, 1, m, shifts, z_out, lo, hi, np.zeros(0, np.int32), 0, dtype)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_fast_kernel_cases(kernel):
+    """Shift ≤ 0, or shift > 0 with m = 0 or m ≥ 2^16 (the cases of the fast AVX2 kernel: blocks of
+    32 and 8 channels, then a tail): ties, ±2^31, m = 0, 2^16 and 2^31 − 1, per-channel and
+    per-tensor, bias, z_in, parts, narrowed ranges."""
+    p = probe()
+    rng = np.random.default_rng(11 + KERNELS.index(kernel))
+    ties = np.concatenate([np.arange(-70, 71), [-(1 << 31), -(1 << 31) + 1, (1 << 31) - 1, 1 << 30, -(1 << 30)]])
+    for case in range(60):
+        channels = int(rng.choice([8, 16, 32, 40, 67, 96, 104, 144]))
+        parts = int(rng.choice([1, 1, 2]))
+        per_channel = case % 3 != 0
+        dtype = np.uint8 if case % 2 else np.int8
+        lo, hi = quant.dtype_range(dtype)
+        z_out = int(rng.integers(lo, hi + 1))
+        if case % 4 == 1:
+            lo = max(lo, z_out - int(rng.integers(0, 3)))
+            hi = max(lo, min(hi, lo + int(rng.integers(0, 200))))
+        n = channels if per_channel else 1
+        m = rng.integers(1 << 30, 1 << 31, size=n)
+        special = rng.random(n) < 0.3
+        m[special] = rng.choice(np.array(SPECIAL_M[:6]), size=int(special.sum()))
+        m = m.astype(np.int32)
+        shift = rng.integers(-31, 1 if case % 3 else 32, size=n).astype(np.int32)
+        if per_channel and case < 8:
+            shift = np.resize(np.arange(-31, 32, dtype=np.int32), n)
+        bias = (
+            rng.integers(-(1 << 31), 1 << 31, size=channels).astype(np.int32)
+            if case % 5 == 2
+            else np.zeros(0, np.int32)
+        )
+        z_in = int(rng.choice([0, 0, 0, 7, -(1 << 31), (1 << 31) - 1]))
+        rows = 100
+        acc = accumulators(rng, rows, channels * parts)
+        if case % 2 == 0 and parts == 1:  # x·m an odd multiple of 2^(n−1) for small x: every tie
+            acc[:60] = rng.choice(ties, size=(60, channels))
+        got = p.requantize(acc, channels, parts, m, shift, z_out, lo, hi, bias, z_in, np.dtype(dtype).name, kernel)
+        want = reference(acc, channels, parts, m, shift, z_out, lo, hi, bias, z_in, dtype)
+        bad = np.argwhere(got != want)
+        assert bad.size == 0, f"case {case}: {len(bad)} mismatches, first at {bad[0]}"
 
 
 def test_int32_output_and_realistic_scales():

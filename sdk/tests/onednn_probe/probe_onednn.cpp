@@ -69,6 +69,30 @@ py::array requantize(const py::array_t<std::int32_t, py::array::c_style | py::ar
   return out;
 }
 
+// Best seconds per output value of ChannelRequantizer::run on a rows x channels block of
+// uint8 output (bias, output zero point 128, ReLU: lo = 128), over `rounds` rounds of `repeat` runs.
+double requantize_seconds(const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& acc,
+                          const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& m,
+                          const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& shift,
+                          const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& bias,
+                          const std::string& isa, int repeat, int rounds) {
+  if (acc.ndim() != 2) throw std::invalid_argument("acc must be rows x channels");
+  const std::size_t rows = static_cast<std::size_t>(acc.shape(0)), channels = static_cast<std::size_t>(acc.shape(1));
+  std::vector<quant::Multiplier> ms;
+  for (py::ssize_t i = 0; i < m.size(); ++i) ms.push_back(quant::Multiplier{m.data()[i], shift.data()[i]});
+  const quant::ChannelRequantizer rq(channels, ms, 128, 128, 255, to_vector(bias));
+  std::vector<std::uint8_t> out(rows * channels);
+  const quant::RequantizeIsa kernel = parse_isa(isa);
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < repeat; ++i) rq.run(acc.data(), rows, out.data(), 1, kernel);
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count() / repeat / static_cast<double>(rows * channels));
+  }
+  return best;
+}
+
 std::int32_t dtype_code(const py::array& a) {
   if (a.dtype().is(py::dtype::of<std::uint8_t>())) return ACCEL_UINT8;
   if (a.dtype().is(py::dtype::of<std::int8_t>())) return ACCEL_INT8;
@@ -339,6 +363,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   });
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
+  m.def("requantize_seconds", &requantize_seconds);
   m.def("int_conv", &int_conv);
   m.def("int_dense", &int_dense);
   m.def("int_conv_seconds", &int_conv_seconds);

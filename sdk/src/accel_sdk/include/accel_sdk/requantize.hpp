@@ -82,6 +82,8 @@ struct ChannelConsts {
   std::vector<std::int32_t> bias;     // all zero when there is no bias
 };
 
+constexpr std::size_t kFastStride = 32;  // int64 constants per 8 channels of run_avx2_fast
+
 struct Scalars {
   std::int32_t z_in = 0;
   std::int32_t z_out = 0;
@@ -116,6 +118,14 @@ void run_portable(const AccBlock& a, std::size_t c0, std::size_t c1, const Chann
 
 #ifdef ACCEL_SDK_REQUANTIZE_X86
 
+// Saturating t - z_in: overflow when t and z_in differ in sign and the result's sign is not t's.
+__attribute__((target("avx2"))) inline __m256i avx2_sub_sat(__m256i t, __m256i z_in) {
+  const __m256i r = _mm256_sub_epi32(t, z_in);
+  const __m256i ovf = _mm256_and_si256(_mm256_xor_si256(t, z_in), _mm256_xor_si256(t, r));
+  const __m256i sat = _mm256_xor_si256(_mm256_srai_epi32(t, 31), _mm256_set1_epi32(0x7fffffff));
+  return _mm256_blendv_epi8(r, sat, _mm256_srai_epi32(ovf, 31));
+}
+
 // t = wrap(sum of parts + bias) - z_in saturated, for 8 channels from c.
 __attribute__((target("avx2"))) inline __m256i avx2_sum(const std::int32_t* row, const AccBlock& a, std::size_t c,
                                                         const ChannelConsts& k, __m256i z_in, bool has_z_in) {
@@ -123,12 +133,7 @@ __attribute__((target("avx2"))) inline __m256i avx2_sum(const std::int32_t* row,
   for (std::size_t p = 0; p < a.parts; ++p) {
     t = _mm256_add_epi32(t, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p * a.part_stride + c)));
   }
-  if (has_z_in) {  // saturating t - z_in: overflow when t and z_in differ in sign and the result's sign is not t's
-    const __m256i r = _mm256_sub_epi32(t, z_in);
-    const __m256i ovf = _mm256_and_si256(_mm256_xor_si256(t, z_in), _mm256_xor_si256(t, r));
-    const __m256i sat = _mm256_xor_si256(_mm256_srai_epi32(t, 31), _mm256_set1_epi32(0x7fffffff));
-    t = _mm256_blendv_epi8(r, sat, _mm256_srai_epi32(ovf, 31));
-  }
+  if (has_z_in) t = avx2_sub_sat(t, z_in);
   return t;
 }
 
@@ -185,6 +190,110 @@ __attribute__((target("avx2"))) void run_avx2(const AccBlock& a, std::size_t c1,
       __m256i v = _mm256_blend_epi32(re, _mm256_slli_epi64(ro, 32), 0xAA);
       v = _mm256_add_epi32(v, z_out);
       const __m256i b = _mm256_shuffle_epi8(v, pick);
+      const __m128i packed = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(o + c), packed);
+    }
+  }
+}
+
+// The fast kernel. For shift <= 0 (n = 31 - shift >= 31, a multiplier below 1, as a
+// convolution's requantization has) the result fits in int32 and is
+// sign(x) * ((|x| * 2m + 2^n) >> (n + 1)), which rounds ties away from zero: |x| <= 2^31 and
+// 2m < 2^32 are unsigned 32-bit operands of _mm256_mul_epu32 and the biased product stays
+// below 2^64, so a logical shift is exact. Odd channels shift by n + 1 - 32 and so land in
+// the high halves of their 64-bit lanes. A channel with shift s > 0 and m = 0 or m >= 2^16
+// (Up) runs as shift 0 on |x| * 2^s, the same rational number, after capping |x| at
+// 2^(31 - s): a capped value gives at least m >= 2^16 in magnitude, saturated by the packs
+// exactly as the true, larger, result is.
+// Constants per 8 channels (kFastStride int64): 2m of the even channels (low halves), 2m of
+// the odd ones, 2^n even, odd, the shift counts n + 1 (even) and n - 31 (odd), then the caps
+// and the s as 8 uint32 each, in channel order.
+// The block's layout is passed by value: the uint8 stores may alias anything, and values
+// held in registers need not be reloaded after each of them.
+struct FastLayout {
+  const std::int32_t* bias;
+  std::size_t parts;
+  std::size_t part_stride;
+};
+
+template <bool PerChannel, bool Up>
+__attribute__((target("avx2"))) inline __m256i avx2_fast8(const std::int32_t* row, FastLayout l, std::size_t c,
+                                                          const std::int64_t* f, __m256i z_in, bool has_z_in,
+                                                          const __m256i* tensor) {
+  __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l.bias + c));
+  for (std::size_t p = 0; p < l.parts; ++p) {
+    t = _mm256_add_epi32(t, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p * l.part_stride + c)));
+  }
+  if (has_z_in) t = avx2_sub_sat(t, z_in);
+  __m256i m_e, m_o, h_e, h_o, n_e, n_o;
+  if (PerChannel) {
+    f += c / 8 * kFastStride;
+    m_e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f));
+    m_o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 4));
+    h_e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 8));
+    h_o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 12));
+    n_e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 16));
+    n_o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 20));
+  } else {
+    m_e = tensor[0], m_o = tensor[1], h_e = tensor[2], h_o = tensor[3], n_e = tensor[4], n_o = tensor[5];
+  }
+  __m256i ax = _mm256_abs_epi32(t);  // |-2^31| = 2^31 as unsigned
+  if (Up) {  // shift s > 0: min(|x|, 2^(31-s)) * 2^s, then shift 0 (cap 2^31 and s = 0 elsewhere)
+    const __m256i cap = PerChannel ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 24)) : tensor[6];
+    const __m256i up = PerChannel ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 28)) : tensor[7];
+    ax = _mm256_sllv_epi32(_mm256_min_epu32(ax, cap), up);
+  }
+  const __m256i re = _mm256_srlv_epi64(_mm256_add_epi64(_mm256_mul_epu32(ax, m_e), h_e), n_e);
+  const __m256i ro = _mm256_srlv_epi64(_mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(ax, 32), m_o), h_o), n_o);
+  return _mm256_sign_epi32(_mm256_blend_epi32(re, ro, 0xAA), t);  // t = 0 gives 0, as it should
+}
+
+// z_out + v clamped to [lo, hi] through saturating packs: int16 saturation and the 8-bit one
+// keep every value outside the output range outside it, on the same side.
+template <class Out>
+__attribute__((target("avx2"))) inline __m256i avx2_pack8(__m256i a16, __m256i b16) {
+  return std::is_signed<Out>::value ? _mm256_packs_epi16(a16, b16) : _mm256_packus_epi16(a16, b16);
+}
+
+template <class Out>
+__attribute__((target("avx2"))) inline __m256i avx2_clamp8(__m256i v, __m256i lo, __m256i hi) {
+  return std::is_signed<Out>::value ? _mm256_min_epi8(_mm256_max_epi8(v, lo), hi)
+                                    : _mm256_min_epu8(_mm256_max_epu8(v, lo), hi);
+}
+
+template <class Out, bool PerChannel, bool Up>
+__attribute__((target("avx2"))) void run_avx2_fast(const AccBlock& a, std::size_t c1, const ChannelConsts& k,
+                                                   const std::int64_t* f, const Scalars& s, Out* out,
+                                                   std::size_t out_stride) {
+  const __m256i z_in = _mm256_set1_epi32(s.z_in);
+  const bool has_z_in = s.z_in != 0;
+  const __m256i z_out = _mm256_set1_epi16(static_cast<std::int16_t>(s.z_out));
+  const auto lo8 = static_cast<char>(s.lo_rel + s.z_out), hi8 = static_cast<char>(s.hi_rel + s.z_out);
+  const __m256i lo = _mm256_set1_epi8(lo8), hi = _mm256_set1_epi8(hi8);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i tensor[8];
+  for (int i = 0; i < 8; ++i) tensor[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + 4 * i));
+  const FastLayout l{k.bias.data(), a.parts, a.part_stride};
+  const std::int32_t* const data = a.data;
+  const std::size_t rows = a.rows, row_stride = a.row_stride;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::int32_t* row = data + r * row_stride;
+    Out* o = out + r * out_stride;
+    std::size_t c = 0;
+    for (; c + 32 <= c1; c += 32) {
+      const __m256i v0 = avx2_fast8<PerChannel, Up>(row, l, c, f, z_in, has_z_in, tensor);
+      const __m256i v1 = avx2_fast8<PerChannel, Up>(row, l, c + 8, f, z_in, has_z_in, tensor);
+      const __m256i v2 = avx2_fast8<PerChannel, Up>(row, l, c + 16, f, z_in, has_z_in, tensor);
+      const __m256i v3 = avx2_fast8<PerChannel, Up>(row, l, c + 24, f, z_in, has_z_in, tensor);
+      const __m256i a16 = _mm256_adds_epi16(_mm256_packs_epi32(v0, v1), z_out);
+      const __m256i b16 = _mm256_adds_epi16(_mm256_packs_epi32(v2, v3), z_out);
+      const __m256i b = _mm256_permutevar8x32_epi32(avx2_pack8<Out>(a16, b16), order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c), avx2_clamp8<Out>(b, lo, hi));
+    }
+    for (; c + 8 <= c1; c += 8) {
+      const __m256i v = avx2_fast8<PerChannel, Up>(row, l, c, f, z_in, has_z_in, tensor);
+      const __m256i a16 = _mm256_adds_epi16(_mm256_packs_epi32(v, v), z_out);
+      const __m256i b = avx2_clamp8<Out>(avx2_pack8<Out>(a16, a16), lo, hi);
       const __m128i packed = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(o + c), packed);
     }
@@ -285,6 +394,26 @@ class ChannelRequantizer {
       shifts_[c] = mu.shift;
       if (!bias.empty()) k_.bias[c] = bias[c];
     }
+    // run_avx2_fast's constants, when every channel has shift <= 0, m = 0 or m >= 2^16
+    fast_ = std::all_of(multipliers.begin(), multipliers.end(),
+                        [](const Multiplier& mu) { return mu.shift <= 0 || mu.m == 0 || mu.m >= (1 << 16); });
+    up_ = std::any_of(shifts_.begin(), shifts_.end(), [](std::int32_t sh) { return sh > 0; });
+    if (fast_) {
+      fk_.assign(padded / 8 * detail::kFastStride, 0);
+      for (std::size_t c = 0; c < padded; ++c) {
+        const std::size_t src = c < channels ? c : 0;
+        const Multiplier& mu = multipliers[multipliers.size() == 1 ? 0 : src];
+        const std::int32_t up = std::max(mu.shift, 0);
+        const std::int64_t n = 31 - (mu.shift - up);  // 31 .. 62
+        std::uint32_t* cap_up = reinterpret_cast<std::uint32_t*>(fk_.data() + c / 8 * detail::kFastStride + 24);
+        cap_up[c % 8] = std::uint32_t{1} << (31 - up);
+        cap_up[8 + c % 8] = static_cast<std::uint32_t>(up);
+        std::int64_t* f = fk_.data() + c / 8 * detail::kFastStride + (c % 8) / 2 + (c % 2 ? 4 : 0);
+        f[0] = 2 * static_cast<std::int64_t>(mu.m);
+        f[8] = std::int64_t{1} << n;
+        f[16] = c % 2 ? n - 31 : n + 1;
+      }
+    }
     s_.z_in = in_zero_point;
     s_.z_out = out_zero_point;
     s_.lo_rel = static_cast<std::int64_t>(lo) - out_zero_point;
@@ -318,7 +447,19 @@ class ChannelRequantizer {
       const RequantizeIsa best = best_requantize_isa();
       if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
       const std::size_t vec = channels_ / 8 * 8;
-      if (vec > 0 && isa == RequantizeIsa::avx512) {
+      if (vec > 0 && fast_ && isa != RequantizeIsa::portable) {
+        // also on AVX-512 CPUs: it beats the general kernel there too
+        if (per_channel_ && up_) {
+          detail::run_avx2_fast<Out, true, true>(acc, vec, k_, fk_.data(), s_, out, out_stride);
+        } else if (per_channel_) {
+          detail::run_avx2_fast<Out, true, false>(acc, vec, k_, fk_.data(), s_, out, out_stride);
+        } else if (up_) {
+          detail::run_avx2_fast<Out, false, true>(acc, vec, k_, fk_.data(), s_, out, out_stride);
+        } else {
+          detail::run_avx2_fast<Out, false, false>(acc, vec, k_, fk_.data(), s_, out, out_stride);
+        }
+        done = vec;
+      } else if (vec > 0 && isa == RequantizeIsa::avx512) {
         detail::run_avx512(acc, vec, k_, s_, per_channel_, out, out_stride);
         done = vec;
       } else if (vec > 0 && isa == RequantizeIsa::avx2) {
@@ -348,6 +489,9 @@ class ChannelRequantizer {
  private:
   std::size_t channels_ = 0;
   bool per_channel_ = false;
+  bool fast_ = false;               // every shift <= 0, m = 0 or m >= 2^16: run_avx2_fast
+  bool up_ = false;                 // some shift > 0
+  std::vector<std::int64_t> fk_;    // detail::run_avx2_fast's constants
   detail::ChannelConsts k_;
   std::vector<std::int32_t> shifts_;
   detail::Scalars s_;
