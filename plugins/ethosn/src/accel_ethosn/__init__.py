@@ -1,94 +1,78 @@
-"""accel-ethosn: the ethosn backend for accel.
+"""accel-ethosn: the Arm Ethos-N NPU backend for accel.
 
-Float32, NHWC: ``nn.relu``, ``add`` (equal shapes), ``nn.max_pool2d`` and the
-composite ``ethosn.conv2d`` (``nn.conv2d → nn.bias_add? → nn.relu?``), computed by
-the C++ runtime in ``src/runtime.cpp``. README.md documents the blob format.
+Quantized networks only (uint8 / int8 activations, NHWC, batch 1, rank ≤ 4).
+:mod:`accel_ethosn.support` answers "is it supported?" with a reason for every
+refusal; :mod:`accel_ethosn.compiler` turns each partition into a binary
+command stream whose memory is planned at compile time; the C++ runtime
+(``src/runtime.cpp``) validates a stream once and executes it, bit-exact with
+accel's quantized reference kernels. docs/backends/ethosn.md has the details
+and the stream format.
 
-accel finds the backend through the entry point in pyproject.toml
-(group ``accel.backends``), which names this module; its hook registers
+accel finds the backend through the entry point in pyproject.toml (group
+``accel.backends``), which names this module; its hook registers
 :class:`EthosnBackend`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 
-from accel.backend import Backend, Check, PatternEntry
+from accel.backend import Backend, Check, CostHints, PatternEntry, RegionInfo
 from accel.hookspecs import hookimpl
-from accel.ir import Graph, Node
-from accel.pattern import Match, Pattern, is_constant, is_op, wildcard
+from accel.ir import Graph
+from accel_ethosn import support
+from accel_ethosn.options import EthosnOptions
 
 __version__ = "0.1.0"
 
-
-def conv2d_pattern() -> Pattern:
-    """``nn.conv2d(x, const) → nn.bias_add(const)? → nn.relu?``, labels ``conv``, ``bias``, ``relu``.
-
-    The pattern itself asks for float32: a float64 or int8 convolution is refused
-    with the pattern's reason (``accel inspect`` shows it).
-    """
-    conv = is_op("nn.conv2d")(wildcard(), is_constant()).has_dtype("float32").named("conv")
-    bias = conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant()).named("bias"))
-    return bias.optional(lambda x: is_op("nn.relu")(x).named("relu"))
-
-
-def float32_only(node: Node) -> str | None:
-    """An op check: ``None`` when every input and output is float32, else the reason."""
-    for v in (*node.inputs, *node.outputs):
-        if v.type.dtype != "float32":
-            return f"dtype='{v.type.dtype}', dtype must be float32"
-    return None
+log = logging.getLogger(__name__)
 
 
 class EthosnBackend(Backend):
-    """The ethosn backend: a pattern table, op checks, a serializer and a compiled runtime."""
+    """Arm Ethos-N semantics on the host CPU: the support table, the command-stream compiler and its runtime."""
 
     name = "ethosn"
     distribution = "accel-ethosn"
     version = __version__
-    #: The partitioner hands this backend NHWC activations and OHWI weights.
     layout = "NHWC"
+    Options = EthosnOptions
+    cost = CostHints(min_work=1)
 
-    # -- what the backend takes: a check returns None (taken) or one line saying why not -----------
     def pattern_table(self) -> Sequence[PatternEntry]:
-        """Composites, in priority order: each becomes one ``call`` node named ``ethosn.<entry>``."""
-        return [PatternEntry("conv2d", conv2d_pattern(), self.check_conv2d)]
+        return [PatternEntry(name, build(), check) for name, build, check in support.COMPOSITES]
 
     def op_checks(self) -> Mapping[str, Check]:
-        """Single ops: ``{op: check(node)}``."""
-        return {"nn.relu": float32_only, "add": self.check_add, "nn.max_pool2d": self.check_max_pool}
+        return dict(support.OP_CHECKS)
 
-    def check_add(self, node: Node) -> str | None:
-        a, b = (list(v.type.shape) for v in node.inputs)
-        if a != b:
-            return f"add of shapes {a} and {b}: broadcasting is not supported, shapes must be equal"
-        return float32_only(node)
+    def profitability(self, region: RegionInfo) -> str | None:
+        """A region without multiply-accumulates that does no more than touch each byte it copies in and out
+        (a lone clip, requantize or reshape) runs on the host, as Arm's flow inlines non-compute partitions."""
+        reason = super().profitability(region)
+        if reason is None and region.macs == 0 and 2 * region.work <= region.boundary_bytes:
+            return (
+                f"the region does no multiply-accumulate work and {region.work} operations for "
+                f"{region.boundary_bytes} boundary bytes, so it runs on the host"
+            )
+        return reason
 
-    def check_max_pool(self, node: Node) -> str | None:
-        if node.attrs["layout"] != "NHWC":
-            return f"layout={node.attrs['layout']}, layout must = NHWC"
-        return float32_only(node)
+    def compile_partition(self, graph: Graph):  # -> compiler.CommandStream
+        """One partition → its command stream (before serialization)."""
+        from accel_ethosn.compiler import compile_partition
 
-    def check_conv2d(self, match: Match) -> str | None:
-        conv = match.node("conv")
-        if conv.attrs["groups"] != 1:
-            return f"groups={conv.attrs['groups']}, groups must = 1"
-        if (conv.attrs["data_layout"], conv.attrs["kernel_layout"]) != ("NHWC", "OHWI"):
-            return f"layout={conv.attrs['data_layout']}/{conv.attrs['kernel_layout']}, layout must = NHWC/OHWI"
-        if "bias" in match.bindings and match.node("bias").attrs["axis"] % 4 != 3:
-            return f"bias_add axis={match.node('bias').attrs['axis']}, axis must = 3 (channels)"
-        for node in match.nodes:
-            reason = float32_only(node)
-            if reason is not None:
-                return reason
-        return None
+        opts = self.options
+        assert isinstance(opts, EthosnOptions)
+        return compile_partition(graph, (opts.tops, opts.ple_ratio, opts.sram_bytes // 1024))
 
-    # -- serializer and runtime -----------------------------------------------------------------
     def serialize(self, graph: Graph) -> bytes:
-        from accel_ethosn.serializer import serialize
-
-        return serialize(graph)
+        stream = self.compile_partition(graph)
+        opts = self.options
+        assert isinstance(opts, EthosnOptions)
+        log.info("ethosn: %s", stream.summary())
+        if stream.arena_size > opts.sram_bytes:
+            log.info("ethosn: the arena (%d bytes) exceeds the SRAM (%d bytes)", stream.arena_size, opts.sram_bytes)
+        return stream.to_bytes()
 
     def runtime_module(self) -> ModuleType:
         from accel_ethosn import _runtime
@@ -101,4 +85,4 @@ def accel_register_backends(register):
     register(EthosnBackend)
 
 
-__all__ = ["EthosnBackend", "accel_register_backends", "conv2d_pattern", "float32_only"]
+__all__ = ["EthosnBackend", "EthosnOptions", "accel_register_backends"]
