@@ -9,6 +9,29 @@
 # (the package folder inside the wheel). The header folders are in
 # ACCEL_SDK_INCLUDE_DIR and ACCEL_CORE_INCLUDE_DIR.
 #
+#   accel_link_onednn(<target> [DESTINATION <package dir>])
+#
+# links <target> with oneDNN 3.2 (GNU OpenMP build) from two wheels, which the
+# plugin's pyproject.toml declares itself:
+#
+#   [build-system]
+#   requires = [..., "onednn-devel-cpu-gomp==2023.2.0", "onednn-cpu-gomp==2023.2.0"]
+#   [project]
+#   dependencies = [..., "onednn-cpu-gomp==2023.2.0"]
+#
+# onednn-devel-cpu-gomp holds the headers and dnnl-config.cmake, onednn-cpu-gomp
+# libdnnl.so.3 (in <prefix>/lib, outside site-packages). Both are located by
+# asking the build's Python for the distributions' files (importlib.metadata):
+# under pip's build isolation they sit in the build environment's overlay, not
+# in sys.prefix. The extension gets an install RPATH relative to itself
+# ($ORIGIN/<up to site-packages>/<site-packages to the runtime wheel's lib>),
+# so it finds libdnnl.so.3 in whatever environment the plugin wheel is
+# installed into, provided onednn-cpu-gomp is installed there (a dependency);
+# the build tree gets the absolute folder. DESTINATION is the extension's
+# folder relative to site-packages; it defaults to the DESTINATION given to
+# accel_add_runtime. GNU OpenMP's libgomp is linked too (omp_set_num_threads,
+# see accel_sdk/onednn.hpp); it comes with the compiler and the system.
+#
 # Needs a C++17 compiler (GCC >= 8, Clang >= 7, MSVC 2019) and, in the build
 # environment, Python >= 3.10 with accel-core and pybind11. A project may declare
 # `project(<name> LANGUAGES NONE)`: this file then looks for the compiler itself
@@ -87,6 +110,114 @@ function(accel_add_runtime target)
     target_compile_options(${target} PRIVATE -O3)
   endif()
   if(ARG_DESTINATION)
+    set_target_properties(${target} PROPERTIES ACCEL_SDK_DESTINATION "${ARG_DESTINATION}")
     install(TARGETS ${target} LIBRARY DESTINATION "${ARG_DESTINATION}")
   endif()
+endfunction()
+
+# -- oneDNN ------------------------------------------------------------------------------
+
+set(ACCEL_SDK_ONEDNN_VERSION "2023.2.0")
+
+# Asks the build's Python where <dist>'s file ending in <suffix> is; sets <out> (absolute
+# path) and <out>_SITE (the folder the distribution's paths are relative to: its site-packages).
+function(_accel_sdk_dist_file out dist suffix)
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c "
+import importlib.metadata as md, sys
+try:
+    d = md.distribution(sys.argv[1])
+except md.PackageNotFoundError:
+    sys.exit(3)
+hits = [f for f in (d.files or []) if str(f).replace(chr(92), '/').endswith(sys.argv[2])]
+if not hits:
+    sys.exit(4)
+print(d.locate_file(hits[0]).resolve(), d.locate_file('').resolve(), d.version, sep=chr(10), end='')
+" "${dist}" "${suffix}"
+    OUTPUT_VARIABLE _out
+    RESULT_VARIABLE _result)
+  if(_result EQUAL 3)
+    set(${out} "" PARENT_SCOPE)
+    set(${out}_WHY "is not installed" PARENT_SCOPE)
+  elseif(NOT _result EQUAL 0)
+    set(${out} "" PARENT_SCOPE)
+    set(${out}_WHY "has no ${suffix}" PARENT_SCOPE)
+  else()
+    string(REPLACE "\n" ";" _out "${_out}")
+    list(GET _out 0 _file)
+    list(GET _out 1 _site)
+    list(GET _out 2 _version)
+    set(${out} "${_file}" PARENT_SCOPE)
+    set(${out}_SITE "${_site}" PARENT_SCOPE)
+    set(${out}_VERSION "${_version}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+function(accel_link_onednn target)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "DESTINATION" "")
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR " accel_link_onednn(${target}): no such target (call accel_add_runtime first)")
+  endif()
+  if(NOT TARGET DNNL::dnnl)
+    set(_need "add \"onednn-devel-cpu-gomp==${ACCEL_SDK_ONEDNN_VERSION}\" and \"onednn-cpu-gomp==${ACCEL_SDK_ONEDNN_VERSION}\" to [build-system].requires, and \"onednn-cpu-gomp==${ACCEL_SDK_ONEDNN_VERSION}\" to [project].dependencies")
+    _accel_sdk_dist_file(_config onednn-devel-cpu-gomp "dnnl/dnnl-config.cmake")
+    if(NOT _config)
+      message(FATAL_ERROR " accel-sdk: oneDNN's CMake files not found (onednn-devel-cpu-gomp ${_config_WHY} for ${Python_EXECUTABLE}); ${_need}")
+    endif()
+    _accel_sdk_dist_file(_lib onednn-cpu-gomp "libdnnl.so.3")
+    if(NOT _lib)
+      message(FATAL_ERROR " accel-sdk: libdnnl.so.3 not found (onednn-cpu-gomp ${_lib_WHY} for ${Python_EXECUTABLE}); ${_need}")
+    endif()
+    get_filename_component(_dnnl_dir "${_config}" DIRECTORY)
+    find_package(dnnl CONFIG REQUIRED PATHS "${_dnnl_dir}" NO_DEFAULT_PATH)
+    get_filename_component(_lib_dir "${_lib}" DIRECTORY)
+    file(RELATIVE_PATH _lib_from_site "${_lib_SITE}" "${_lib_dir}")
+    string(REGEX REPLACE "/+$" "" _lib_from_site "${_lib_from_site}")
+    set(ACCEL_SDK_ONEDNN_LIB_DIR "${_lib_dir}" CACHE INTERNAL "folder of libdnnl.so.3 at build time")
+    set(ACCEL_SDK_ONEDNN_LIB_FROM_SITE "${_lib_from_site}" CACHE INTERNAL "that folder relative to site-packages")
+  endif()
+
+  # Where the extension lands relative to site-packages: scikit-build-core's platlib
+  # folder is site-packages, CMAKE_INSTALL_PREFIX may be a package inside it (wheel.install-dir).
+  set(_dest "${ARG_DESTINATION}")
+  if(NOT _dest)
+    get_target_property(_dest ${target} ACCEL_SDK_DESTINATION)
+  endif()
+  if(NOT _dest)
+    set(_dest ".")
+  endif()
+  if(DEFINED SKBUILD_PLATLIB_DIR)
+    get_filename_component(_ext_dir "${CMAKE_INSTALL_PREFIX}/${_dest}" ABSOLUTE)
+    get_filename_component(_site_dir "${SKBUILD_PLATLIB_DIR}" ABSOLUTE)
+    file(RELATIVE_PATH _up "${_ext_dir}" "${_site_dir}")
+  else()
+    get_filename_component(_ext_dir "/site/${_dest}" ABSOLUTE)
+    file(RELATIVE_PATH _up "${_ext_dir}" "/site")
+  endif()
+  if(APPLE)
+    set(_origin "@loader_path")
+  else()
+    set(_origin "$ORIGIN")
+  endif()
+  string(REGEX REPLACE "/+$" "" _up "${_up}")
+  set(_rpath "${_origin}")
+  if(_up)
+    string(APPEND _rpath "/${_up}")
+  endif()
+  if(ACCEL_SDK_ONEDNN_LIB_FROM_SITE)
+    string(APPEND _rpath "/${ACCEL_SDK_ONEDNN_LIB_FROM_SITE}")
+  endif()
+
+  target_link_libraries(${target} PRIVATE DNNL::dnnl)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_link_libraries(${target} PRIVATE gomp)  # the GCC driver knows where its libgomp is
+  else()
+    find_library(ACCEL_SDK_GOMP NAMES gomp libgomp.so.1)
+    if(ACCEL_SDK_GOMP)
+      target_link_libraries(${target} PRIVATE "${ACCEL_SDK_GOMP}")
+    endif()  # else omp_* resolve through libdnnl.so.3's own libgomp.so.1 at load time
+  endif()
+  set_property(TARGET ${target} APPEND PROPERTY INSTALL_RPATH "${_rpath}")
+  set_property(TARGET ${target} APPEND PROPERTY BUILD_RPATH "${ACCEL_SDK_ONEDNN_LIB_DIR}")
+  message(STATUS "accel-sdk: ${target} links oneDNN from ${ACCEL_SDK_ONEDNN_LIB_DIR}, install RPATH ${_rpath}")
 endfunction()

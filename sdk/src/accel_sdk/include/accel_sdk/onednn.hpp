@@ -1,0 +1,189 @@
+// accel_sdk/onednn.hpp: what every oneDNN-based runtime shares.
+//
+// Needs oneDNN 3.2 (the GNU OpenMP build of the onednn-cpu-gomp wheel): link the
+// extension with accel_link_onednn(<target>) in CMake.
+//
+//   onednn::engine()           the process's CPU engine (created once, thread-safe);
+//   onednn::Stream             a stream for one call (CPU streams are cheap; one per call
+//                              keeps concurrent runs apart);
+//   onednn::resolve_threads(n) n > 0, or every core (omp_get_num_procs) for n <= 0;
+//   onednn::ThreadScope        sets GNU OpenMP's thread count for the calling thread and
+//                              restores it when it goes out of scope;
+//   onednn::data_type(code)    accel ABI dtype code -> dnnl::memory::data_type;
+//   onednn::int8_exact()       true when oneDNN's u8s8/s8s8 -> s32 kernels are exact here;
+//   onednn::Error, guard(...)  dnnl::error -> an sdk error naming the step and status.
+//
+// Threads. The OpenMP thread count is a per-thread setting (an ICV of the calling
+// thread), and oneDNN reads it twice: when a primitive is created (it partitions work
+// for that count, and the count is part of its cache key) and when it runs. So set it
+// with a ThreadScope around both creating the primitives and every run, in the thread
+// that does the work: a runtime holding `threads_` writes
+//
+//   void run(...) const { onednn::ThreadScope threads(threads_); ... execute ... }
+//
+// Several threads may run the same primitives at once (each gets its own OpenMP team
+// and, in oneDNN's default scratchpad mode, its own scratchpad); give each call its own
+// Stream and its own dnnl::memory objects around the caller's buffers. Don't set
+// OMP_WAIT_POLICY=PASSIVE: it makes small layers 1.5-4.5x slower.
+//
+// int8 exactness. On CPUs without VNNI (AVX2, AVX512_CORE) oneDNN's int8 convolution
+// and matmul add pairs of u8*s8 products in 16 bits with saturation, which is wrong
+// for large operands (a 3x3 conv mismatched on nearly every output); with VNNI
+// (AVX2_VNNI, AVX512_CORE_VNNI and newer) the products go straight into int32 and the
+// result is exact. int8_exact() reports which case this process is in, after
+// ONEDNN_MAX_CPU_ISA; accel_sdk/int_ops.hpp takes an exact path when it is false.
+#ifndef ACCEL_SDK_ONEDNN_HPP
+#define ACCEL_SDK_ONEDNN_HPP
+
+#include <accel/runtime_abi.h>
+
+#include <cstdint>
+#include <new>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+// GNU OpenMP's entry points (libgomp, which libdnnl.so.3 loads anyway), declared here
+// so a runtime needs neither -fopenmp nor omp.h.
+extern "C" {
+void omp_set_num_threads(int);
+int omp_get_max_threads(void);
+int omp_get_num_procs(void);
+}
+
+namespace accel_sdk {
+namespace onednn {
+
+// A oneDNN call failed: "oneDNN <context>: <oneDNN's message> (<status>)".
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& what, dnnl_status_t status) : std::runtime_error(what), status_(status) {}
+  dnnl_status_t status() const noexcept { return status_; }
+
+ private:
+  dnnl_status_t status_;
+};
+
+inline const char* status_name(dnnl_status_t s) {
+  switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    case dnnl_last_impl_reached: return "no implementation";
+    case dnnl_runtime_error: return "runtime error";
+    case dnnl_not_required: return "not required";
+    default: return "unknown status";
+  }
+}
+
+// Rethrows e as Error (std::bad_alloc for out of memory, which the ABI glue reports as such).
+[[noreturn]] inline void rethrow(const dnnl::error& e, const std::string& context) {
+  if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
+  throw Error("oneDNN " + context + ": " + e.what() + " (" + status_name(e.status) + ")", e.status);
+}
+
+// fn() with dnnl::error translated: guard("conv2d 3x3 create", [&] { ... }).
+template <class F>
+auto guard(const std::string& context, F&& fn) -> decltype(fn()) {
+  try {
+    return std::forward<F>(fn)();
+  } catch (const dnnl::error& e) {
+    rethrow(e, context);
+  }
+}
+
+// The CPU engine, shared by every primitive of the process (engines are thread-safe).
+inline const dnnl::engine& engine() {
+  static const dnnl::engine e = guard("engine", [] { return dnnl::engine(dnnl::engine::kind::cpu, 0); });
+  return e;
+}
+
+// One stream per call: cheap on CPU, and never shared between threads.
+class Stream {
+ public:
+  Stream() : s_(guard("stream", [] { return dnnl::stream(engine()); })) {}
+  dnnl::stream& get() { return s_; }
+  operator dnnl::stream&() { return s_; }
+  void wait() {
+    guard("stream wait", [&] { s_.wait(); });
+  }
+
+ private:
+  dnnl::stream s_;
+};
+
+// Every core for n <= 0 (what "threads: default" means in target options), else n.
+inline int resolve_threads(int n) {
+  if (n > 0) return n;
+  const int procs = omp_get_num_procs();
+  return procs > 0 ? procs : 1;
+}
+
+// The calling thread's OpenMP thread count set to resolve_threads(n) for the scope.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n) : saved_(omp_get_max_threads()) {
+    const int want = resolve_threads(n);
+    if (want != saved_) omp_set_num_threads(want);
+  }
+  ~ThreadScope() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+// dnnl data type of an accel ABI dtype code; Error for a type oneDNN has no memory type for.
+inline dnnl::memory::data_type data_type(std::int32_t accel_dtype) {
+  using dt = dnnl::memory::data_type;
+  switch (accel_dtype) {
+    case ACCEL_FLOAT32: return dt::f32;
+    case ACCEL_FLOAT16: return dt::f16;
+    case ACCEL_INT8: return dt::s8;
+    case ACCEL_UINT8: return dt::u8;
+    case ACCEL_INT32: return dt::s32;
+    default:
+      throw Error("oneDNN has no data type for accel dtype code " + std::to_string(accel_dtype) +
+                      " (supported: float32, float16, int8, uint8, int32)",
+                  dnnl_invalid_arguments);
+  }
+}
+
+// oneDNN's effective ISA (after ONEDNN_MAX_CPU_ISA), e.g. "avx2", "avx512_core_vnni".
+inline dnnl::cpu_isa cpu_isa() { return dnnl::get_effective_cpu_isa(); }
+
+inline const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::isa_default: return "default";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2_vnni_2: return "avx2_vnni_2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_fp16: return "avx512_core_fp16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+    default: return "unknown";
+  }
+}
+
+// True when the effective ISA has VNNI (AVX2_VNNI, AVX512_CORE_VNNI or newer): oneDNN's
+// int8 kernels then accumulate every u8*s8 product in int32, exactly. The ISA bits of
+// dnnl_cpu_isa_t are cumulative: 0x8 is AVX2_VNNI's, 0x40 AVX512_CORE_VNNI's.
+inline bool int8_exact() {
+  const auto bits = static_cast<unsigned>(cpu_isa());
+  return (bits & 0x8u) != 0 || (bits & 0x40u) != 0;
+}
+
+}  // namespace onednn
+}  // namespace accel_sdk
+
+#endif  // ACCEL_SDK_ONEDNN_HPP

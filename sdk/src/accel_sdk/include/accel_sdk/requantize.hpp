@@ -1,0 +1,359 @@
+// accel_sdk/requantize.hpp: int32 accumulators -> uint8/int8, block by block, bit-exact.
+//
+// ChannelRequantizer applies accel.quant's requantization (quant.hpp, docs/quantization.md)
+// to a block of rows x channels of int32 accumulators, as a quantized convolution or
+// dense layer leaves them (NHWC: one row per output pixel), with per-tensor or
+// per-channel multipliers:
+//
+//   t      = wrap32(acc_0 + ... + acc_{parts-1} + bias[c])   (nn.bias_add's int32 wrap-around)
+//   out    = clamp(z_out + mbqm(sat32(t - z_in), m[c], shift[c]), lo, hi)
+//
+// acc_p is part p of a split accumulation (accel_sdk/int_ops.hpp splits weights on CPUs
+// without VNNI); [lo, hi] is the output dtype's range, narrowed by a fused relu or clip.
+// One call handles a whole block; the kernels are chosen at run time (AVX-512F, AVX2,
+// portable C++), the file needs no special compiler flags, and every kernel gives the
+// same bits as quant::mbqm (tested on ties, on +-2^31, at every shift).
+#ifndef ACCEL_SDK_REQUANTIZE_HPP
+#define ACCEL_SDK_REQUANTIZE_HPP
+
+#include <accel_sdk/quant.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define ACCEL_SDK_REQUANTIZE_X86 1
+#include <immintrin.h>
+#endif
+
+namespace accel_sdk {
+namespace quant {
+
+// Which kernel runs a block. best_requantize_isa() is the fastest this CPU has; a test may
+// ask for a lower one (a higher one than the CPU has is lowered to what it has).
+enum class RequantizeIsa { portable = 0, avx2 = 1, avx512 = 2 };
+
+inline RequantizeIsa best_requantize_isa() {
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+  static const RequantizeIsa best = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return RequantizeIsa::avx512;
+    if (__builtin_cpu_supports("avx2")) return RequantizeIsa::avx2;
+    return RequantizeIsa::portable;
+  }();
+  return best;
+#else
+  return RequantizeIsa::portable;
+#endif
+}
+
+inline const char* requantize_isa_name(RequantizeIsa isa) {
+  switch (isa) {
+    case RequantizeIsa::avx512: return "avx512";
+    case RequantizeIsa::avx2: return "avx2";
+    default: return "portable";
+  }
+}
+
+// Where a block of accumulators is: element (row r, channel c, part p) at
+// data[r * row_stride + p * part_stride + c] (strides in int32 elements).
+struct AccBlock {
+  const std::int32_t* data = nullptr;
+  std::size_t rows = 0;
+  std::size_t row_stride = 0;
+  std::size_t parts = 1;
+  std::size_t part_stride = 0;
+};
+
+namespace detail {
+
+// Per-channel constants, in the form the kernels load: n = 31 - shift, the rounding
+// half 2^(n-1) (0 when n = 0) and whether negative products round down by one more.
+struct ChannelConsts {
+  std::vector<std::int32_t> m;
+  std::vector<std::int64_t> half;
+  std::vector<std::int64_t> n;
+  std::vector<std::int64_t> neg_fix;  // -1 (n > 0) or 0 (n = 0): added when the product is negative
+  std::vector<std::int32_t> bias;     // all zero when there is no bias
+};
+
+struct Scalars {
+  std::int32_t z_in = 0;
+  std::int32_t z_out = 0;
+  std::int64_t lo_rel = 0;  // lo - z_out
+  std::int64_t hi_rel = 0;  // hi - z_out
+};
+
+inline std::int32_t wrap_add(std::int32_t a, std::int32_t b) {
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) + static_cast<std::uint32_t>(b));
+}
+
+// One element, the definition as written (quant::mbqm does the rounding).
+inline std::int64_t requantize_one(std::int32_t t, std::size_t c, const ChannelConsts& k, const Scalars& s,
+                                   std::int32_t shift) {
+  const std::int64_t v = static_cast<std::int64_t>(mbqm(static_cast<std::int64_t>(t) - s.z_in, k.m[c], shift));
+  return std::min(std::max(v, s.lo_rel), s.hi_rel) + s.z_out;
+}
+
+template <class Out>
+void run_portable(const AccBlock& a, std::size_t c0, std::size_t c1, const ChannelConsts& k,
+                  const std::vector<std::int32_t>& shifts, const Scalars& s, Out* out, std::size_t out_stride) {
+  for (std::size_t r = 0; r < a.rows; ++r) {
+    const std::int32_t* row = a.data + r * a.row_stride;
+    Out* o = out + r * out_stride;
+    for (std::size_t c = c0; c < c1; ++c) {
+      std::int32_t t = k.bias[c];
+      for (std::size_t p = 0; p < a.parts; ++p) t = wrap_add(t, row[p * a.part_stride + c]);
+      o[c] = static_cast<Out>(requantize_one(t, c, k, s, shifts[c]));
+    }
+  }
+}
+
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+
+// t = wrap(sum of parts + bias) - z_in saturated, for 8 channels from c.
+__attribute__((target("avx2"))) inline __m256i avx2_sum(const std::int32_t* row, const AccBlock& a, std::size_t c,
+                                                        const ChannelConsts& k, __m256i z_in, bool has_z_in) {
+  __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.bias.data() + c));
+  for (std::size_t p = 0; p < a.parts; ++p) {
+    t = _mm256_add_epi32(t, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p * a.part_stride + c)));
+  }
+  if (has_z_in) {  // saturating t - z_in: overflow when t and z_in differ in sign and the result's sign is not t's
+    const __m256i r = _mm256_sub_epi32(t, z_in);
+    const __m256i ovf = _mm256_and_si256(_mm256_xor_si256(t, z_in), _mm256_xor_si256(t, r));
+    const __m256i sat = _mm256_xor_si256(_mm256_srai_epi32(t, 31), _mm256_set1_epi32(0x7fffffff));
+    t = _mm256_blendv_epi8(r, sat, _mm256_srai_epi32(ovf, 31));
+  }
+  return t;
+}
+
+// 4 int64 products (low 32 bits of each lane times m) rounded, shifted and clamped.
+__attribute__((target("avx2"))) inline __m256i avx2_round4(__m256i x, __m256i m, __m256i half, __m256i n,
+                                                           __m256i neg_fix, __m256i lo, __m256i hi) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i p = _mm256_mul_epi32(x, m);
+  const __m256i p_neg = _mm256_cmpgt_epi64(zero, p);
+  const __m256i q = _mm256_add_epi64(_mm256_add_epi64(p, half), _mm256_and_si256(p_neg, neg_fix));
+  const __m256i q_neg = _mm256_cmpgt_epi64(zero, q);
+  // arithmetic right shift from a logical one: ~(~q >> n) for negative q
+  __m256i r = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(q, q_neg), n), q_neg);
+  r = _mm256_blendv_epi8(r, hi, _mm256_cmpgt_epi64(r, hi));
+  r = _mm256_blendv_epi8(r, lo, _mm256_cmpgt_epi64(lo, r));
+  return r;
+}
+
+template <class Out>
+__attribute__((target("avx2"))) void run_avx2(const AccBlock& a, std::size_t c1, const ChannelConsts& k,
+                                              const Scalars& s, bool per_channel, Out* out, std::size_t out_stride) {
+  const __m256i z_in = _mm256_set1_epi32(s.z_in);
+  const __m256i z_out = _mm256_set1_epi32(s.z_out);
+  const __m256i lo = _mm256_set1_epi64x(s.lo_rel);
+  const __m256i hi = _mm256_set1_epi64x(s.hi_rel);
+  const bool has_z_in = s.z_in != 0;
+  // the first byte of every int32, per 128-bit lane
+  const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                                        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  // per-tensor constants, loaded once (per-channel ones are loaded per block below)
+  __m256i m_e = _mm256_set1_epi32(k.m[0]), m_o = m_e;
+  __m256i h_e = _mm256_set1_epi64x(k.half[0]), h_o = h_e;
+  __m256i n_e = _mm256_set1_epi64x(k.n[0]), n_o = n_e;
+  __m256i f_e = _mm256_set1_epi64x(k.neg_fix[0]), f_o = f_e;
+  for (std::size_t r = 0; r < a.rows; ++r) {
+    const std::int32_t* row = a.data + r * a.row_stride;
+    Out* o = out + r * out_stride;
+    for (std::size_t c = 0; c + 8 <= c1; c += 8) {
+      if (per_channel) {
+        // even channels c, c+2, .. in the 64-bit lanes of *_e, odd ones in *_o (kept as laid out: [c..c+8) x 2)
+        const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.m.data() + c));
+        m_e = m;
+        m_o = _mm256_srli_epi64(m, 32);
+        h_e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.half.data() + 2 * c));
+        h_o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.half.data() + 2 * c + 4));
+        n_e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.n.data() + 2 * c));
+        n_o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.n.data() + 2 * c + 4));
+        f_e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.neg_fix.data() + 2 * c));
+        f_o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.neg_fix.data() + 2 * c + 4));
+      }
+      const __m256i t = avx2_sum(row, a, c, k, z_in, has_z_in);
+      const __m256i re = avx2_round4(t, m_e, h_e, n_e, f_e, lo, hi);
+      const __m256i ro = avx2_round4(_mm256_srli_epi64(t, 32), m_o, h_o, n_o, f_o, lo, hi);
+      __m256i v = _mm256_blend_epi32(re, _mm256_slli_epi64(ro, 32), 0xAA);
+      v = _mm256_add_epi32(v, z_out);
+      const __m256i b = _mm256_shuffle_epi8(v, pick);
+      const __m128i packed = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(o + c), packed);
+    }
+  }
+}
+
+template <class Out>
+__attribute__((target("avx512f"))) void run_avx512(const AccBlock& a, std::size_t c1, const ChannelConsts& k,
+                                                   const Scalars& s, bool per_channel, Out* out,
+                                                   std::size_t out_stride) {
+  const __m256i z_in = _mm256_set1_epi32(s.z_in);
+  const bool has_z_in = s.z_in != 0;
+  const __m512i lo = _mm512_set1_epi64(s.lo_rel);
+  const __m512i hi = _mm512_set1_epi64(s.hi_rel);
+  const __m512i z_out = _mm512_set1_epi64(s.z_out);
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i m = _mm512_set1_epi64(k.m[0]);
+  __m512i half = _mm512_set1_epi64(k.half[0]);
+  __m512i n = _mm512_set1_epi64(k.n[0]);
+  __m512i fix = _mm512_set1_epi64(k.neg_fix[0]);
+  for (std::size_t r = 0; r < a.rows; ++r) {
+    const std::int32_t* row = a.data + r * a.row_stride;
+    Out* o = out + r * out_stride;
+    for (std::size_t c = 0; c + 8 <= c1; c += 8) {
+      if (per_channel) {
+        m = _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.m.data() + c)));
+        // the AVX2 layout (even lanes, then odd) is undone by a permute
+        const __m512i idx = _mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7);
+        half = _mm512_permutexvar_epi64(idx, _mm512_loadu_si512(k.half.data() + 2 * c));
+        n = _mm512_permutexvar_epi64(idx, _mm512_loadu_si512(k.n.data() + 2 * c));
+        fix = _mm512_permutexvar_epi64(idx, _mm512_loadu_si512(k.neg_fix.data() + 2 * c));
+      }
+      // the int32 sum in 256 bits (avx2_sum's instructions are part of AVX-512F's AVX2 base)
+      __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.bias.data() + c));
+      for (std::size_t p = 0; p < a.parts; ++p) {
+        t = _mm256_add_epi32(t, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + p * a.part_stride + c)));
+      }
+      __m512i x = _mm512_cvtepi32_epi64(t);
+      if (has_z_in) {
+        x = _mm512_sub_epi64(x, _mm512_cvtepi32_epi64(z_in));
+        x = _mm512_min_epi64(_mm512_max_epi64(x, _mm512_set1_epi64(kInt32Min)), _mm512_set1_epi64(kInt32Max));
+      }
+      const __m512i p = _mm512_mul_epi32(x, m);
+      const __mmask8 p_neg = _mm512_cmplt_epi64_mask(p, zero);
+      __m512i q = _mm512_add_epi64(p, half);
+      q = _mm512_mask_add_epi64(q, p_neg, q, fix);
+      __m512i v = _mm512_srav_epi64(q, n);
+      v = _mm512_add_epi64(_mm512_min_epi64(_mm512_max_epi64(v, lo), hi), z_out);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(o + c), _mm512_cvtepi64_epi8(v));
+    }
+  }
+}
+
+#endif  // ACCEL_SDK_REQUANTIZE_X86
+
+}  // namespace detail
+
+class ChannelRequantizer {
+ public:
+  ChannelRequantizer() = default;
+
+  // channels: the block's width. multipliers: 1 (per-tensor) or `channels` entries.
+  // [lo, hi]: the output range (the dtype's, narrowed by a fused relu/clip), holding
+  // out_zero_point unless the fused activation cuts it off. bias: empty or `channels`
+  // int32 values. in_zero_point: the accumulators' own zero point (0 for conv/dense).
+  ChannelRequantizer(std::size_t channels, const std::vector<Multiplier>& multipliers, std::int32_t out_zero_point,
+                     std::int32_t lo, std::int32_t hi, const std::vector<std::int32_t>& bias = {},
+                     std::int32_t in_zero_point = 0)
+      : channels_(channels), per_channel_(multipliers.size() != 1) {
+    if (channels == 0) throw std::invalid_argument("requantize: 0 channels");
+    if (multipliers.size() != 1 && multipliers.size() != channels) {
+      throw std::invalid_argument("requantize: " + std::to_string(multipliers.size()) + " multipliers for " +
+                                  std::to_string(channels) + " channels (need 1 or one per channel)");
+    }
+    if (!bias.empty() && bias.size() != channels) {
+      throw std::invalid_argument("requantize: " + std::to_string(bias.size()) + " bias values for " +
+                                  std::to_string(channels) + " channels");
+    }
+    if (lo > hi) throw std::invalid_argument("requantize: empty output range");
+    const std::size_t padded = (channels + 7) / 8 * 8;  // the kernels read whole blocks of 8 constants
+    k_.m.assign(padded, 0);
+    k_.half.assign(2 * padded, 0);
+    k_.n.assign(2 * padded, 0);
+    k_.neg_fix.assign(2 * padded, 0);
+    k_.bias.assign(padded, 0);
+    shifts_.assign(channels, 0);
+    for (std::size_t c = 0; c < channels; ++c) {
+      const Multiplier& mu = multipliers[multipliers.size() == 1 ? 0 : c];
+      if (!valid_multiplier(mu.m, mu.shift)) throw std::invalid_argument("requantize: invalid fixed-point multiplier");
+      const std::int64_t n = 31 - mu.shift;
+      // 64-bit constants of channel c sit at lane c%2==0 ? (c/8)*16 + (c%8)/2 : (c/8)*16 + 4 + (c%8)/2:
+      // even channels first, the order _mm256_mul_epi32 sees them in
+      const std::size_t at = (c / 8) * 16 + (c % 2 ? 4 : 0) + (c % 8) / 2;
+      k_.m[c] = mu.m;
+      k_.n[at] = n;
+      k_.half[at] = n > 0 ? (std::int64_t{1} << (n - 1)) : 0;
+      k_.neg_fix[at] = n > 0 ? -1 : 0;
+      shifts_[c] = mu.shift;
+      if (!bias.empty()) k_.bias[c] = bias[c];
+    }
+    s_.z_in = in_zero_point;
+    s_.z_out = out_zero_point;
+    s_.lo_rel = static_cast<std::int64_t>(lo) - out_zero_point;
+    s_.hi_rel = static_cast<std::int64_t>(hi) - out_zero_point;
+  }
+
+  // From float32 scales as stored in accel.ir.QuantParams: the accumulators' scales
+  // (1 or one per channel: s_data * s_weight[c]) and the output's.
+  static ChannelRequantizer from_scales(std::size_t channels, const std::vector<float>& acc_scales, float out_scale,
+                                        std::int32_t out_zero_point, std::int32_t lo, std::int32_t hi,
+                                        const std::vector<std::int32_t>& bias = {}, std::int32_t in_zero_point = 0) {
+    std::vector<Multiplier> ms;
+    ms.reserve(acc_scales.size());
+    for (float s : acc_scales) ms.push_back(quantize_multiplier(static_cast<double>(s) / static_cast<double>(out_scale)));
+    return ChannelRequantizer(channels, ms, out_zero_point, lo, hi, bias, in_zero_point);
+  }
+
+  std::size_t channels() const { return channels_; }
+
+  // out[r * out_stride + c] for every row r of the block and channel c < channels().
+  // Out is std::uint8_t or std::int8_t (or std::int32_t) and must hold [lo, hi].
+  template <class Out>
+  void run(const AccBlock& acc, Out* out, std::size_t out_stride,
+           RequantizeIsa isa = RequantizeIsa::avx512) const {
+    static_assert(std::is_integral<Out>::value, "requantize writes integers");
+    if (acc.rows == 0) return;
+    if (acc.parts == 0) throw std::invalid_argument("requantize: 0 parts");
+    std::size_t done = 0;
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+    if (sizeof(Out) == 1) {
+      const RequantizeIsa best = best_requantize_isa();
+      if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
+      const std::size_t vec = channels_ / 8 * 8;
+      if (vec > 0 && isa == RequantizeIsa::avx512) {
+        detail::run_avx512(acc, vec, k_, s_, per_channel_, out, out_stride);
+        done = vec;
+      } else if (vec > 0 && isa == RequantizeIsa::avx2) {
+        detail::run_avx2(acc, vec, k_, s_, per_channel_, out, out_stride);
+        done = vec;
+      }
+    }
+#else
+    (void)isa;
+#endif
+    if (done < channels_) detail::run_portable(acc, done, channels_, k_, shifts_, s_, out, out_stride);
+  }
+
+  // Convenience for one contiguous block: rows x channels accumulators, `parts` parts side by side in each row.
+  template <class Out>
+  void run(const std::int32_t* acc, std::size_t rows, Out* out, std::size_t parts = 1,
+           RequantizeIsa isa = RequantizeIsa::avx512) const {
+    AccBlock b;
+    b.data = acc;
+    b.rows = rows;
+    b.parts = parts;
+    b.part_stride = channels_;
+    b.row_stride = channels_ * parts;
+    run(b, out, channels_, isa);
+  }
+
+ private:
+  std::size_t channels_ = 0;
+  bool per_channel_ = false;
+  detail::ChannelConsts k_;
+  std::vector<std::int32_t> shifts_;
+  detail::Scalars s_;
+};
+
+}  // namespace quant
+}  // namespace accel_sdk
+
+#endif  // ACCEL_SDK_REQUANTIZE_HPP

@@ -1,0 +1,145 @@
+"""accel_sdk/requantize.hpp's ChannelRequantizer against accel.quant, bit for bit, on every kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onednn_build import probe
+
+from accel import quant
+
+KERNELS = ["portable", "avx2", "avx512"]  # avx512 runs as avx2 on a CPU without it
+SPECIAL_M = [1 << 30, 3 << 29, (1 << 31) - 1, (1 << 30) + 1, 0]
+
+
+def reference(acc, channels, parts, m, shift, z_out, lo, hi, bias, z_in, dtype):
+    """The definition: wrap32(Σ parts + bias), then clip(z_out + MBQM(sat32(t − z_in)), lo, hi)."""
+    a = acc.astype(np.int64).reshape(acc.shape[0], parts, channels).sum(axis=1)
+    if bias.size:
+        a = a + bias.astype(np.int64)
+    t = a.astype(np.uint32).astype(np.int32).astype(np.int64)  # nn.bias_add wraps like int32
+    axis = 1 if m.size > 1 else None
+    y = quant.multiply_by_quantized_multiplier(t - z_in, m, shift, axis=axis).astype(np.int64) + z_out
+    return np.clip(y, lo, hi).astype(dtype)
+
+
+def accumulators(rng, rows, width):
+    """A mix of small values, the full int32 range and the extremes."""
+    kind = rng.integers(0, 4, size=(rows, width))
+    small = rng.integers(-5000, 5000, size=(rows, width))
+    full = rng.integers(-(1 << 31), 1 << 31, size=(rows, width))
+    edge = rng.choice(
+        np.array([-(1 << 31), -(1 << 31) + 1, -1, 0, 1, (1 << 31) - 2, (1 << 31) - 1]), size=(rows, width)
+    )
+    mid = rng.integers(-(1 << 20), 1 << 20, size=(rows, width))
+    return np.choose(kind, [small, full, edge, mid]).astype(np.int32)
+
+
+def multipliers(rng, n):
+    m = rng.integers(1 << 30, 1 << 31, size=n)
+    special = rng.random(n) < 0.4
+    m[special] = rng.choice(np.array(SPECIAL_M), size=int(special.sum()))
+    shift = rng.integers(-31, 32, size=n)
+    realistic = rng.random(n) < 0.5
+    shift[realistic] = rng.integers(-12, 2, size=int(realistic.sum()))
+    shift[m == 0] = 0
+    return m.astype(np.int32), shift.astype(np.int32)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_random_blocks_match_accel_quant(kernel):
+    p = probe()
+    rng = np.random.default_rng(7 + KERNELS.index(kernel))
+    checked = 0
+    for case in range(120):
+        channels = int(rng.choice([1, 3, 7, 8, 9, 16, 19, 32, 64, 67]))
+        parts = int(rng.choice([1, 1, 2, 3]))
+        rows = int(rng.integers(1, 40))
+        per_channel = bool(rng.random() < 0.6)
+        dtype = np.uint8 if case % 2 else np.int8
+        lo, hi = quant.dtype_range(dtype)
+        z_out = int(rng.integers(lo, hi + 1))
+        if rng.random() < 0.3:  # a fused relu / clip narrows the range
+            lo = max(lo, z_out - int(rng.integers(0, 3)))
+            hi = min(hi, lo + int(rng.integers(0, 200)))
+            hi = max(hi, lo)
+        m, shift = multipliers(rng, channels if per_channel else 1)
+        bias = (
+            rng.integers(-(1 << 31), 1 << 31, size=channels).astype(np.int32)
+            if rng.random() < 0.5
+            else np.zeros(0, np.int32)
+        )
+        z_in = int(rng.choice([0, 0, 1, -3, 1 << 20, -(1 << 31), (1 << 31) - 1]))
+        acc = accumulators(rng, rows, channels * parts)
+        got = p.requantize(acc, channels, parts, m, shift, z_out, lo, hi, bias, z_in, np.dtype(dtype).name, kernel)
+        want = reference(acc, channels, parts, m, shift, z_out, lo, hi, bias, z_in, dtype)
+        assert got.dtype == want.dtype
+        bad = np.argwhere(got != want)
+        assert bad.size == 0, (
+            f"case {case}: {len(bad)} mismatches, first at {bad[0]}: {got[tuple(bad[0])]} != {want[tuple(bad[0])]}"
+        )
+        checked += got.size
+    assert checked > 10_000
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_every_shift_and_tie(kernel, dtype):
+    """Ties (x·m an odd multiple of 2^(n−1)) round away from zero at every shift; ±2^31 saturate."""
+    p = probe()
+    lo, hi = quant.dtype_range(dtype)
+    z_out = 3 if dtype == np.uint8 else -2
+    shifts = np.arange(-31, 32, dtype=np.int32)
+    channels = shifts.size
+    for m0 in SPECIAL_M[:4]:
+        m = np.full(channels, m0, np.int32)
+        xs = [np.arange(-64, 65), [-(1 << 31), -(1 << 31) + 1, (1 << 31) - 1, 1 << 30, -(1 << 30), 12345, -12345]]
+        x = np.concatenate([np.asarray(v, np.int64) for v in xs]).astype(np.int32)
+        acc = np.repeat(x[:, None], channels, axis=1)
+        got = p.requantize(
+            acc, channels, 1, m, shifts, z_out, lo, hi, np.zeros(0, np.int32), 0, np.dtype(dtype).name, kernel
+        )
+        want = reference(acc, channels, 1, m, shifts, z_out, lo, hi, np.zeros(0, np.int32), 0, dtype)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_int32_output_and_realistic_scales():
+    """from float32 scales as a conv's requantize sees them: per-channel s_x·s_w[c] / s_out, vs quant.requantize."""
+    p = probe()
+    rng = np.random.default_rng(3)
+    channels, rows = 24, 500
+    acc_scale = (np.float32(0.02) * rng.uniform(0.001, 0.05, channels).astype(np.float32)).astype(np.float32)
+    out_scale = np.float32(0.05)
+    m, shift = quant.quantize_multiplier(acc_scale.astype(np.float64) / np.float64(out_scale))
+    acc = rng.integers(-200_000, 200_000, size=(rows, channels)).astype(np.int32)
+    for dtype, z in ((np.uint8, 128), (np.int8, -5)):
+        lo, hi = quant.dtype_range(dtype)
+        want = quant.requantize(acc, acc_scale, 0, out_scale, z, dtype, axis=1)
+        for kernel in KERNELS:
+            got = p.requantize(
+                acc, channels, 1, m, shift, z, lo, hi, np.zeros(0, np.int32), 0, np.dtype(dtype).name, kernel
+            )
+            np.testing.assert_array_equal(got, want)
+    # int32 output: the portable kernel, same definition
+    got = p.requantize(
+        acc, channels, 1, m, shift, 0, -(1 << 31), (1 << 31) - 1, np.zeros(0, np.int32), 0, "int32", "avx2"
+    )
+    np.testing.assert_array_equal(got, quant.multiply_by_quantized_multiplier(acc, m, shift, axis=1))
+
+
+def test_refuses_bad_parameters():
+    p = probe()
+    acc = np.zeros((2, 4), np.int32)
+    one = np.ones(1, np.int32) << 30
+    with pytest.raises(ValueError, match="multipliers for 4 channels"):
+        p.requantize(
+            acc, 4, 1, np.ones(3, np.int32), np.zeros(3, np.int32), 0, 0, 255, np.zeros(0, np.int32), 0, "uint8", "avx2"
+        )
+    with pytest.raises(ValueError, match="invalid fixed-point multiplier"):
+        p.requantize(acc, 4, 1, one, np.array([40], np.int32), 0, 0, 255, np.zeros(0, np.int32), 0, "uint8", "avx2")
+    with pytest.raises(ValueError, match="bias values"):
+        p.requantize(acc, 4, 1, one, np.zeros(1, np.int32), 0, 0, 255, np.zeros(3, np.int32), 0, "uint8", "avx2")
+
+
+def test_kernel_of_this_cpu_is_reported():
+    assert probe().requantize_isa() in ("portable", "avx2", "avx512")
