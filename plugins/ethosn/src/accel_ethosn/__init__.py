@@ -48,9 +48,11 @@ class EthosnBackend(Backend):
 
     def profitability(self, region: RegionInfo) -> str | None:
         """A region without multiply-accumulates that does no more than touch each byte it copies in and out
-        (a lone clip, requantize or reshape) runs on the host, as Arm's flow inlines non-compute partitions."""
+        (a lone clip, requantize or reshape) runs on the host, as Arm's flow inlines non-compute partitions.
+        Setting ``min_work`` or ``copy_cost`` in the target options replaces this rule by the core's."""
         reason = super().profitability(region)
-        if reason is None and region.macs == 0 and 2 * region.work <= region.boundary_bytes:
+        explicit = self.options.min_work is not None or self.options.copy_cost is not None
+        if reason is None and not explicit and region.macs == 0 and 2 * region.work <= region.boundary_bytes:
             return (
                 f"the region does no multiply-accumulate work and {region.work} operations for "
                 f"{region.boundary_bytes} boundary bytes, so it runs on the host"
