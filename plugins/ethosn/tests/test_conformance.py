@@ -8,6 +8,7 @@ import pytest
 from accel_ethosn import EthosnBackend, EthosnOptions
 from accel_sdk.testing import BackendConformance, Case
 from qgraphs import dq_act_q, qt, widen_avg
+from refusals import refusals
 
 from accel.builder import GraphBuilder
 from accel.ir import QuantParams
@@ -69,7 +70,7 @@ class TestConformance(BackendConformance):
         return [pools_and_tables(), int8_pools_and_moves(), resize_case()]
 
     def refusals(self):
-        return []
+        return refusals()
 
     @pytest.mark.skip(reason="the conv and fc commands need accel_sdk/int_ops.hpp, not merged yet")
     def test_every_pattern_and_op_check_is_exercised(self):

@@ -58,11 +58,16 @@ def check_batch(t: TensorType) -> Reason:
     return None
 
 
-def check_activation(t: TensorType) -> Reason:
-    """A tensor a command reads or writes: rank <= 4, uint8/int8, quantized per tensor, batch 1."""
+def check_activation(t: TensorType, *, quantized: bool = True) -> Reason:
+    """A tensor a command reads or writes: rank <= 4, uint8/int8, quantized per tensor, batch 1.
+
+    ``quantized=False``: for ops that only select elements (max pooling, moves), plain 8-bit integers too.
+    """
     reason = check_rank(t) or check_dtype(t) or check_dtype(t, ACT_DTYPES) or check_batch(t)
     if reason:
         return reason
+    if t.quant is None and not quantized:
+        return None
     if t.quant is None:
         return f"tensor {t} is not quantized: the NPU computes on quantized tensors only"
     if t.quant.axis is not None:
@@ -70,9 +75,9 @@ def check_activation(t: TensorType) -> Reason:
     return None
 
 
-def check_tensors(values: Sequence[Value]) -> Reason:
+def check_tensors(values: Sequence[Value], *, quantized: bool = True) -> Reason:
     for v in values:
-        reason = check_activation(v.type)
+        reason = check_activation(v.type, quantized=quantized)
         if reason:
             return reason
     return None
@@ -258,7 +263,7 @@ def _pool_common(node: Node) -> Reason:
 
 
 def check_max_pool2d(node: Node) -> Reason:
-    return _pool_common(node) or check_tensors(node.inputs) or check_tensors(node.outputs)
+    return _pool_common(node) or check_tensors([*node.inputs, *node.outputs], quantized=False)
 
 
 def check_avg_pool2d_match(m: Match) -> Reason:
@@ -398,7 +403,7 @@ def check_concatenate(node: Node) -> Reason:
 
 
 def check_split(node: Node) -> Reason:
-    return check_tensors(node.inputs) or check_tensors(node.outputs)
+    return check_tensors([*node.inputs, *node.outputs], quantized=False)
 
 
 def check_depth_to_space(node: Node) -> Reason:
@@ -408,11 +413,11 @@ def check_depth_to_space(node: Node) -> Reason:
         return reason
     if a["mode"] != "DCR":
         return f"mode={a['mode']}, mode must = DCR"
-    return check_tensors(node.inputs) or check_tensors(node.outputs)
+    return check_tensors([*node.inputs, *node.outputs], quantized=False)
 
 
 def check_reshape(node: Node) -> Reason:
-    return check_tensors(node.inputs) or check_tensors(node.outputs)
+    return check_tensors([*node.inputs, *node.outputs], quantized=False)
 
 
 def check_resize_match(m: Match) -> Reason:
