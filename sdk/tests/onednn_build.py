@@ -90,6 +90,7 @@ def probe_path() -> Path:
         for cmd in steps:
             result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
             if result.returncode != 0:
+                shutil.rmtree(work, ignore_errors=True)
                 raise RuntimeError(
                     f"building the oneDNN probe failed:\n{' '.join(cmd)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
                 )

@@ -1,4 +1,5 @@
 // A pybind11 module driving accel_sdk/onednn.hpp, requantize.hpp and int_ops.hpp for sdk/tests.
+#include <accel_sdk/int_ops.hpp>
 #include <accel_sdk/onednn.hpp>
 #include <accel_sdk/requantize.hpp>
 #include <pybind11/numpy.h>
@@ -62,6 +63,76 @@ py::array requantize(const py::array_t<std::int32_t, py::array::c_style | py::ar
   return out;
 }
 
+std::int32_t dtype_code(const py::array& a) {
+  if (a.dtype().is(py::dtype::of<std::uint8_t>())) return ACCEL_UINT8;
+  if (a.dtype().is(py::dtype::of<std::int8_t>())) return ACCEL_INT8;
+  throw std::invalid_argument("expected a uint8 or int8 array");
+}
+
+// geometry: dict with batch, h, w, c, oc, groups, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr
+onednn::IntConvSpec conv_spec(const py::dict& g, const py::array& data, const py::array& weights, int zx,
+                              const std::vector<std::int32_t>& zw, const std::string& layout) {
+  onednn::IntConvSpec s;
+  auto get = [&](const char* k) { return g[k].cast<std::int64_t>(); };
+  s.shape.batch = get("batch");
+  s.shape.in_h = get("h");
+  s.shape.in_w = get("w");
+  s.shape.in_channels = get("c");
+  s.shape.out_channels = get("oc");
+  s.shape.groups = get("groups");
+  s.shape.window = {get("kh"), get("kw"), get("sh"), get("sw"), get("dh"), get("dw"),
+                    get("pt"), get("pl"), get("pb"), get("pr")};
+  s.data_dtype = dtype_code(data);
+  s.data_zero_point = zx;
+  s.weight_dtype = dtype_code(weights);
+  s.weights = weights.data();
+  s.weight_layout = layout == "oihw" ? onednn::WeightLayout::oihw
+                    : layout == "hwio" ? onednn::WeightLayout::hwio
+                                       : onednn::WeightLayout::ohwi;
+  s.weight_zero_points = zw;
+  s.shape.validate();
+  if (static_cast<std::size_t>(weights.size()) != s.shape.weight_count()) throw std::invalid_argument("weight size");
+  return s;
+}
+
+// (acc rows x acc_width, parts, impl)
+py::tuple int_conv(const py::dict& g, const py::array& data, const py::array& weights, int zx,
+                   const std::vector<std::int32_t>& zw, const std::string& layout, int threads, std::int64_t band_rows) {
+  onednn::IntConv conv(conv_spec(g, data, weights, zx, zw, layout), threads, band_rows);
+  if (static_cast<std::size_t>(data.size()) != static_cast<std::size_t>(conv.shape().batch * conv.shape().in_h *
+                                                                          conv.shape().in_w * conv.shape().in_channels)) {
+    throw std::invalid_argument("data size");
+  }
+  py::array_t<std::int32_t> acc({conv.rows(), conv.acc_width()});
+  {
+    py::gil_scoped_release release;
+    conv.run(data.data(), acc.mutable_data());
+  }
+  return py::make_tuple(acc, conv.parts(), conv.impl(), conv.band_count());
+}
+
+// requantized output (rows x oc) and whether it ran in bands
+py::tuple int_conv_requantize(const py::dict& g, const py::array& data, const py::array& weights, int zx,
+                              const std::vector<std::int32_t>& zw, const std::vector<float>& acc_scales,
+                              float out_scale, int z_out, int lo, int hi, const std::vector<std::int32_t>& bias,
+                              const std::string& out_dtype, int threads, std::int64_t band_rows, int repeat) {
+  const std::int32_t code = out_dtype == "uint8" ? ACCEL_UINT8 : ACCEL_INT8;
+  const auto spec = conv_spec(g, data, weights, zx, zw, "ohwi");
+  onednn::IntConvRequantize op(
+      spec, quant::ChannelRequantizer::from_scales(static_cast<std::size_t>(spec.shape.out_channels), acc_scales,
+                                                   out_scale, z_out, lo, hi, bias),
+      code, threads, band_rows);
+  const std::size_t rows = op.conv().rows(), oc = static_cast<std::size_t>(spec.shape.out_channels);
+  py::array out = code == ACCEL_UINT8 ? py::array(py::array_t<std::uint8_t>({rows, oc}))
+                                      : py::array(py::array_t<std::int8_t>({rows, oc}));
+  void* ptr = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (int i = 0; i < repeat; ++i) op.run(data.data(), ptr);
+  }
+  return py::make_tuple(out, op.banded(), op.conv().band_count());
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_sdk_onednn_probe, m) {
@@ -90,4 +161,6 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   });
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
+  m.def("int_conv", &int_conv);
+  m.def("int_conv_requantize", &int_conv_requantize);
 }

@@ -11,7 +11,10 @@
 //                              restores it when it goes out of scope;
 //   onednn::data_type(code)    accel ABI dtype code -> dnnl::memory::data_type;
 //   onednn::int8_exact()       true when oneDNN's u8s8/s8s8 -> s32 kernels are exact here;
-//   onednn::Error, guard(...)  dnnl::error -> an sdk error naming the step and status.
+//   onednn::Error, guard(...)  dnnl::error -> an sdk error naming the step and status;
+//   onednn::ConvShape          a 2-D convolution's sizes (NHWC data, groups, window), validated
+//                              as accel_sdk/geometry.hpp validates blob windows, and
+//                              weight_index() for the weight layouts OIHW, OHWI and HWIO.
 //
 // Threads. The OpenMP thread count is a per-thread setting (an ICV of the calling
 // thread), and oneDNN reads it twice: when a primitive is created (it partitions work
@@ -36,7 +39,9 @@
 #define ACCEL_SDK_ONEDNN_HPP
 
 #include <accel/runtime_abi.h>
+#include <accel_sdk/geometry.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <new>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -181,6 +186,59 @@ inline const char* isa_name(dnnl::cpu_isa isa) {
 inline bool int8_exact() {
   const auto bits = static_cast<unsigned>(cpu_isa());
   return (bits & 0x8u) != 0 || (bits & 0x40u) != 0;
+}
+
+// Where a convolution's weights come from: O = output channels, I = input channels per group.
+enum class WeightLayout { oihw, ohwi, hwio };
+
+// A 2-D convolution: batch x in_h x in_w x in_channels data, out_channels outputs, groups
+// (in_channels / groups inputs per output; groups == in_channels == out_channels is
+// depthwise) and the window (kernel, stride, dilation, padding top/left/bottom/right).
+struct ConvShape {
+  std::int64_t batch = 1, in_h = 0, in_w = 0, in_channels = 0, out_channels = 0, groups = 1;
+  geometry::Window2d window;
+
+  // Checks every size (onednn::Error, or geometry::GeometryError for a window that does not fit).
+  void validate() const {
+    auto positive = [](std::int64_t v, const char* what) {
+      if (v < 1 || v >= geometry::kMaxExtent) {
+        throw Error(std::string("convolution: ") + what + "=" + std::to_string(v) + ", must be in [1, 2^31)",
+                    dnnl_invalid_arguments);
+      }
+    };
+    positive(batch, "batch");
+    positive(in_h, "height");
+    positive(in_w, "width");
+    positive(in_channels, "input channels");
+    positive(out_channels, "output channels");
+    positive(groups, "groups");
+    if (in_channels % groups != 0 || out_channels % groups != 0) {
+      throw Error("convolution: groups=" + std::to_string(groups) + " must divide the input channels (" +
+                      std::to_string(in_channels) + ") and the output channels (" + std::to_string(out_channels) + ")",
+                  dnnl_invalid_arguments);
+    }
+    (void)geometry::conv2d(in_h, in_w, window);
+  }
+  std::int64_t out_h() const { return geometry::conv2d(in_h, in_w, window).oh; }
+  std::int64_t out_w() const { return geometry::conv2d(in_h, in_w, window).ow; }
+  std::int64_t in_per_group() const { return in_channels / groups; }
+  std::int64_t out_per_group() const { return out_channels / groups; }
+  bool depthwise() const { return groups > 1 && groups == in_channels && groups == out_channels; }
+  // elements of the weights: out_channels x in_per_group x kh x kw
+  std::size_t weight_count() const {
+    return static_cast<std::size_t>(out_channels * in_per_group() * window.kh * window.kw);
+  }
+};
+
+// Index of weight (output channel o, input channel i of its group, kernel row y, column x).
+inline std::size_t weight_index(WeightLayout layout, const ConvShape& s, std::int64_t o, std::int64_t i,
+                                std::int64_t y, std::int64_t x) {
+  const std::int64_t I = s.in_per_group(), KH = s.window.kh, KW = s.window.kw;
+  switch (layout) {
+    case WeightLayout::oihw: return static_cast<std::size_t>(((o * I + i) * KH + y) * KW + x);
+    case WeightLayout::ohwi: return static_cast<std::size_t>(((o * KH + y) * KW + x) * I + i);
+    default: return static_cast<std::size_t>(((y * KW + x) * I + i) * s.out_channels + o);
+  }
 }
 
 }  // namespace onednn

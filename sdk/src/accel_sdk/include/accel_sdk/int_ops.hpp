@@ -1,0 +1,515 @@
+// accel_sdk/int_ops.hpp: exact quantized convolutions and dense layers through oneDNN.
+//
+//   IntConv            uint8/int8 NHWC data (zero point z_x) x int8/uint8 weights (zero
+//                      points per tensor or per output channel) -> int32 accumulators
+//                      sum (x - z_x)(w - z_w), as the core's qnn.conv2d computes them:
+//                      padding contributes 0; groups (depthwise too), stride, dilation, batch.
+//   dense_spec(...)    qnn.dense ([M, K] x [N, K] -> [M, N]) as an IntConv spec (1x1 over 1 x M).
+//   IntConvRequantize  IntConv followed by quant::ChannelRequantizer -> uint8/int8 NHWC, a
+//                      band of output rows at a time while its accumulators are in cache.
+//
+// Exactness. Weights are centred once at create (w - z_w, in [-255, 255]), split into
+// parts and packed; the parts are computed as one convolution with parts x channels
+// outputs and summed in int32 (the requantizer sums them as it reads them). Two limits
+// shape the parts:
+//  - without VNNI (AVX2, AVX512_CORE) oneDNN's u8 x s8 kernels add pairs of products in
+//    16 bits with saturation: there every weight of a part has |w| <= 64, so a pair stays
+//    within 2 * 255 * 64 = 32640 (two parts for any int8 weight); with VNNI a part's
+//    weights only have to be int8;
+//  - oneDNN's int8 kernels hand the int32 result through float32 on the way out (measured
+//    off by one past 2^24 on AVX2): every part keeps 255 * sum|w| <= 2^24 per channel, so
+//    channels with a larger sum (e.g. 3x3x512 taps averaging |w| > 14) take one more part.
+// int8 data is shifted to uint8 (x + 128, z_x + 128) on the way in, so oneDNN always runs
+// u8 x s8; z_x is oneDNN's run-time source zero point, which also makes padding count as
+// z_x. Accumulators must fit int32: create refuses a channel whose 255 * sum |w - z_w|
+// exceeds 2^31 - 1 (about 66,000 taps of |w| = 128).
+//
+// Threads (`threads` <= 0: every core). IntConv computes the whole tensor with one
+// oneDNN convolution on that many threads. IntConvRequantize does so for small layers
+// and then requantizes; a large layer is cut into bands of output rows, and `threads`
+// workers each take bands: a single-thread oneDNN convolution of the band, then its
+// requantization while the band is in the core's cache. run() is const and may be called
+// from several threads at once.
+#ifndef ACCEL_SDK_INT_OPS_HPP
+#define ACCEL_SDK_INT_OPS_HPP
+
+#include <accel_sdk/onednn.hpp>
+#include <accel_sdk/requantize.hpp>
+#include <accel_sdk/thread_pool.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace accel_sdk {
+namespace onednn {
+
+struct IntConvSpec {
+  ConvShape shape;
+  std::int32_t data_dtype = ACCEL_UINT8;  // ACCEL_UINT8 or ACCEL_INT8
+  std::int32_t data_zero_point = 0;
+  std::int32_t weight_dtype = ACCEL_INT8;  // ACCEL_INT8 or ACCEL_UINT8
+  const void* weights = nullptr;           // shape.weight_count() elements in weight_layout
+  WeightLayout weight_layout = WeightLayout::ohwi;
+  std::vector<std::int32_t> weight_zero_points{0};  // 1 or out_channels
+};
+
+// qnn.dense as a convolution: data [M, K], weights [N, K] (layout "OI").
+inline IntConvSpec dense_spec(std::int64_t m, std::int64_t k, std::int64_t n, std::int32_t data_dtype,
+                              std::int32_t data_zero_point, std::int32_t weight_dtype, const void* weights,
+                              std::vector<std::int32_t> weight_zero_points = {0}) {
+  IntConvSpec s;
+  s.shape.in_h = 1;
+  s.shape.in_w = m;
+  s.shape.in_channels = k;
+  s.shape.out_channels = n;
+  s.data_dtype = data_dtype;
+  s.data_zero_point = data_zero_point;
+  s.weight_dtype = weight_dtype;
+  s.weights = weights;
+  s.weight_layout = WeightLayout::oihw;
+  s.weight_zero_points = std::move(weight_zero_points);
+  return s;
+}
+
+namespace detail {
+
+// One oneDNN convolution: a band of output rows of one image, or the whole batch.
+struct IntBand {
+  dnnl::convolution_forward prim;
+  dnnl::memory::desc src_md, dst_md;
+  std::shared_ptr<dnnl::memory> weights;
+  std::int64_t in_rows = 0, out_rows = 0, pad_t = 0, pad_b = 0;
+  std::string impl;
+};
+
+inline void to_unsigned(const std::int8_t* in, std::uint8_t* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::uint8_t>(static_cast<std::uint8_t>(in[i]) ^ 0x80u);
+}
+
+}  // namespace detail
+
+class IntConv {
+ public:
+  // Validates the spec (onednn::Error naming the problem) and packs the weights.
+  // band_rows > 0 prepares single-thread convolutions of bands of that many output rows
+  // (what IntConvRequantize uses); 0, one convolution of the whole tensor on `threads`.
+  IntConv(const IntConvSpec& spec, int threads, std::int64_t band_rows = 0)
+      : s_(spec.shape), threads_(resolve_threads(threads)) {
+    s_.validate();
+    check(spec);
+    signed_data_ = spec.data_dtype == ACCEL_INT8;
+    zx_ = spec.data_zero_point + (signed_data_ ? 128 : 0);
+    const std::vector<std::int8_t> packed = pack_weights(spec);
+    const std::int64_t OH = s_.out_h();
+    band_rows_ = band_rows <= 0 ? OH : std::min(band_rows, OH);
+    ThreadScope scope(band_rows > 0 ? 1 : threads_);
+    guard("int8 convolution create", [&] {
+      const std::int64_t G = s_.groups, P = static_cast<std::int64_t>(parts_);
+      const dnnl::memory::dims wdims =
+          G > 1 ? dnnl::memory::dims{G, P * s_.out_per_group(), s_.in_per_group(), s_.window.kh, s_.window.kw}
+                : dnnl::memory::dims{P * s_.out_channels, s_.in_channels, s_.window.kh, s_.window.kw};
+      const dnnl::memory::desc user_md(wdims, dnnl::memory::data_type::s8,
+                                       G > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
+      for (std::int64_t r0 = 0; r0 < OH; r0 += band_rows_) {
+        add_band(r0, std::min(OH, r0 + band_rows_), band_rows <= 0, user_md, packed);
+      }
+    });
+  }
+
+  const ConvShape& shape() const { return s_; }
+  int threads() const { return threads_; }
+  // Weight parts per output channel in run()'s output (1 with VNNI for int8 weights).
+  std::size_t parts() const { return gather_ ? 1 : parts_; }
+  // run()'s output: rows() = batch x out_h x out_w rows of acc_width() = parts() x out_channels int32.
+  std::size_t rows() const { return static_cast<std::size_t>(s_.batch * s_.out_h() * s_.out_w()); }
+  std::size_t acc_width() const { return parts() * static_cast<std::size_t>(s_.out_channels); }
+  std::int64_t band_rows() const { return band_rows_; }
+  std::size_t band_count() const { return band_of_.size(); }
+  // oneDNN's implementation of the first band, e.g. "brg:avx2".
+  std::string impl() const {
+    return bands_.front().impl;
+  }
+
+  // Rows [row0, row0 + n) of an output of run(), for quant::ChannelRequantizer::run.
+  quant::AccBlock block(const std::int32_t* acc, std::size_t row0, std::size_t n) const {
+    quant::AccBlock b;
+    b.data = acc + row0 * acc_width();
+    b.rows = n;
+    b.row_stride = acc_width();
+    b.parts = parts();
+    b.part_stride = static_cast<std::size_t>(s_.out_channels);
+    return b;
+  }
+
+  // data: batch x in_h x in_w x in_channels (the spec's dtype); acc: rows() x acc_width(),
+  // part p of channel c in column p * out_channels + c (sum the parts, or let block() do).
+  void run(const void* data, std::int32_t* acc) const {
+    ThreadScope scope(threads_);
+    std::vector<std::uint8_t> shifted;
+    const std::uint8_t* src = unsigned_data(data, shifted);
+    if (whole_) {
+      Stream stream;
+      std::vector<std::int32_t> tmp;
+      execute(stream, bands_.front(), src, acc, rows(), tmp);
+      return;
+    }
+    for_each_band([&](std::int64_t n, std::size_t band, std::vector<std::int32_t>& tmp) {
+      run_band(src, n, band, acc + band_offset(n, band) * acc_width(), tmp);
+    });
+  }
+
+  // --- band by band (IntConvRequantize) ---
+
+  // The data as uint8: the caller's buffer, or x + 128 in `buf` for int8 data.
+  const std::uint8_t* unsigned_data(const void* data, std::vector<std::uint8_t>& buf) const {
+    if (!signed_data_) return static_cast<const std::uint8_t*>(data);
+    const std::size_t n = static_cast<std::size_t>(s_.batch * s_.in_h * s_.in_w * s_.in_channels);
+    buf.resize(n);
+    detail::to_unsigned(static_cast<const std::int8_t*>(data), buf.data(), n);
+    return buf.data();
+  }
+  // First output row (in rows()) of band `band` of image n, and its number of rows.
+  std::size_t band_offset(std::int64_t n, std::size_t band) const {
+    return static_cast<std::size_t>((n * s_.out_h() + static_cast<std::int64_t>(band) * band_rows_) * s_.out_w());
+  }
+  std::size_t band_size(std::size_t band) const {
+    return static_cast<std::size_t>(bands_[band_of_[band]].out_rows * s_.out_w());
+  }
+  // Output rows of band `band` of image n into acc (band_size() rows of acc_width()), on
+  // this thread (create the IntConv with band_rows > 0 and call it under ThreadScope(1)).
+  void run_band(const std::uint8_t* src_u8, std::int64_t n, std::size_t band, std::int32_t* acc,
+                std::vector<std::int32_t>& tmp) const {
+    const detail::IntBand& b = bands_[band_of_[band]];
+    const std::int64_t r0 = static_cast<std::int64_t>(band) * band_rows_;
+    const std::int64_t first_in = std::max<std::int64_t>(0, r0 * s_.window.sh - s_.window.pt);
+    const std::uint8_t* src = src_u8 + static_cast<std::size_t>(((n * s_.in_h + first_in) * s_.in_w) * s_.in_channels);
+    Stream stream;
+    execute(stream, b, src, acc, band_size(band), tmp);
+  }
+  // fn(image, band, scratch) for every band of every image, spread over threads() workers
+  // (each under ThreadScope(1)); the caller's thread works too.
+  template <class Fn>
+  void for_each_band(Fn&& fn) const {
+    const std::size_t per_image = band_of_.size();
+    const std::size_t tasks = static_cast<std::size_t>(s_.batch) * per_image;
+    const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads_), tasks);
+    std::atomic<std::size_t> next{0};
+    auto work = [&](std::size_t) {
+      ThreadScope one(1);
+      std::vector<std::int32_t> tmp;
+      for (std::size_t t = next++; t < tasks; t = next++) {
+        fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
+      }
+    };
+    if (workers <= 1) {
+      work(0);
+    } else {
+      parallel_for(workers, work);
+    }
+  }
+
+ private:
+  void check(const IntConvSpec& spec) const {
+    if (spec.data_dtype != ACCEL_UINT8 && spec.data_dtype != ACCEL_INT8) {
+      throw Error("int8 convolution: data must be uint8 or int8", dnnl_invalid_arguments);
+    }
+    if (spec.weight_dtype != ACCEL_UINT8 && spec.weight_dtype != ACCEL_INT8) {
+      throw Error("int8 convolution: weights must be int8 or uint8", dnnl_invalid_arguments);
+    }
+    if (spec.weights == nullptr) throw Error("int8 convolution: no weights", dnnl_invalid_arguments);
+    const std::size_t nz = spec.weight_zero_points.size();
+    if (nz != 1 && nz != static_cast<std::size_t>(s_.out_channels)) {
+      throw Error("int8 convolution: " + std::to_string(nz) + " weight zero points for " +
+                      std::to_string(s_.out_channels) + " output channels (need 1 or one per channel)",
+                  dnnl_invalid_arguments);
+    }
+    const std::int32_t lo = spec.data_dtype == ACCEL_UINT8 ? 0 : -128;
+    if (spec.data_zero_point < lo || spec.data_zero_point > lo + 255) {
+      throw Error("int8 convolution: data zero point " + std::to_string(spec.data_zero_point) +
+                      " is outside the data type's range",
+                  dnnl_invalid_arguments);
+    }
+    const std::int32_t wlo = spec.weight_dtype == ACCEL_UINT8 ? 0 : -128;
+    for (std::int32_t z : spec.weight_zero_points) {
+      if (z < wlo || z > wlo + 255) {
+        throw Error("int8 convolution: weight zero point " + std::to_string(z) + " is outside the weight type's range",
+                    dnnl_invalid_arguments);
+      }
+    }
+  }
+
+  // Centred weights split into parts, as goihw/oihw int8 with P x out_per_group outputs per group.
+  std::vector<std::int8_t> pack_weights(const IntConvSpec& spec) {
+    const std::int64_t G = s_.groups, OC = s_.out_channels, OCg = s_.out_per_group(), ICg = s_.in_per_group();
+    const std::int64_t KH = s_.window.kh, KW = s_.window.kw, taps = ICg * KH * KW;
+    std::vector<std::int32_t> w(s_.weight_count());
+    std::int32_t max_abs = 0;
+    for (std::int64_t o = 0; o < OC; ++o) {
+      const auto& zw = spec.weight_zero_points;
+      const std::int32_t z = zw[zw.size() == 1 ? 0 : static_cast<std::size_t>(o)];
+      std::int64_t sum_abs = 0;
+      for (std::int64_t i = 0; i < ICg; ++i) {
+        for (std::int64_t y = 0; y < KH; ++y) {
+          for (std::int64_t x = 0; x < KW; ++x) {
+            const std::size_t from = weight_index(spec.weight_layout, s_, o, i, y, x);
+            const std::int32_t raw = spec.weight_dtype == ACCEL_INT8 ? static_cast<const std::int8_t*>(spec.weights)[from]
+                                                                     : static_cast<const std::uint8_t*>(spec.weights)[from];
+            const std::int32_t c = raw - z, a = c < 0 ? -c : c;
+            w[static_cast<std::size_t>(o * taps + (i * KH + y) * KW + x)] = c;
+            max_abs = std::max(max_abs, a);
+            sum_abs += a;
+          }
+        }
+      }
+      if (255 * sum_abs > 2147483647LL) {
+        throw Error("int8 convolution: output channel " + std::to_string(o) +
+                        " could overflow its int32 accumulator (255 * sum|w - z_w| > 2^31 - 1)",
+                    dnnl_invalid_arguments);
+      }
+    }
+    // Pieces of each centred weight go to parts: without VNNI |piece| <= 64, with VNNI an
+    // int8. A part also keeps 255 * sum|piece| <= 2^24 per channel: oneDNN's int8 kernels
+    // pass the int32 result through float32 on the way out (exact up to 2^24).
+    const bool exact = int8_exact();
+    const std::int32_t hi = exact ? 127 : 64, lo = exact ? -128 : -64;
+    constexpr std::int64_t kBudget = (std::int64_t{1} << 24) / 255;  // 65793
+    std::vector<std::vector<std::int32_t>> parts;  // parts[p][o * taps + t]
+    std::vector<std::vector<std::int64_t>> used;   // used[p][o]: sum|piece| of part p, channel o
+    std::vector<std::size_t> taken;                // parts holding a piece of the current tap
+    for (std::int64_t o = 0; o < OC; ++o) {
+      for (std::int64_t t = 0; t < taps; ++t) {
+        std::int32_t rest = w[static_cast<std::size_t>(o * taps + t)];
+        taken.clear();
+        while (rest != 0) {
+          const std::int32_t piece = std::max(lo, std::min(rest, hi));
+          const std::int64_t a = piece < 0 ? -piece : piece;
+          std::size_t q = 0;
+          while (q < parts.size() && (std::find(taken.begin(), taken.end(), q) != taken.end() ||
+                                      used[q][static_cast<std::size_t>(o)] + a > kBudget)) {
+            ++q;
+          }
+          if (q == parts.size()) {
+            parts.emplace_back(w.size(), 0);
+            used.emplace_back(static_cast<std::size_t>(OC), 0);
+          }
+          parts[q][static_cast<std::size_t>(o * taps + t)] = piece;
+          used[q][static_cast<std::size_t>(o)] += a;
+          taken.push_back(q);
+          rest -= piece;
+        }
+      }
+    }
+    if (parts.empty()) parts.emplace_back(w.size(), 0);
+    const std::int64_t P = static_cast<std::int64_t>(parts.size());
+    parts_ = parts.size();
+    gather_ = P > 1 && G > 1;  // with groups the parts of a channel are not one block apart
+    std::vector<std::int8_t> packed(static_cast<std::size_t>(P) * w.size());
+    for (std::int64_t gi = 0; gi < G; ++gi) {
+      for (std::int64_t p = 0; p < P; ++p) {
+        for (std::int64_t o = 0; o < OCg; ++o) {
+          const std::size_t from = static_cast<std::size_t>((gi * OCg + o) * taps);
+          std::int8_t* to = packed.data() + static_cast<std::size_t>(((gi * P + p) * OCg + o) * taps);
+          for (std::int64_t t = 0; t < taps; ++t) to[t] = static_cast<std::int8_t>(parts[static_cast<std::size_t>(p)][from + static_cast<std::size_t>(t)]);
+        }
+      }
+    }
+    return packed;
+  }
+
+  // The convolution for output rows [r0, r1) of one image (or the whole batch), shared by
+  // every band with the same input rows and padding.
+  void add_band(std::int64_t r0, std::int64_t r1, bool whole, const dnnl::memory::desc& user_md,
+                const std::vector<std::int8_t>& packed) {
+    const auto& win = s_.window;
+    const std::int64_t extent = (win.kh - 1) * win.dh + 1;
+    const std::int64_t want_first = r0 * win.sh - win.pt, want_last = (r1 - 1) * win.sh - win.pt + extent - 1;
+    const std::int64_t first = std::max<std::int64_t>(0, want_first), last = std::min(s_.in_h - 1, want_last);
+    detail::IntBand b;
+    b.in_rows = last - first + 1;
+    b.out_rows = r1 - r0;
+    b.pad_t = first - want_first;
+    b.pad_b = want_last - last;
+    for (std::size_t i = 0; i < bands_.size(); ++i) {
+      const auto& o = bands_[i];
+      if (o.in_rows == b.in_rows && o.out_rows == b.out_rows && o.pad_t == b.pad_t && o.pad_b == b.pad_b) {
+        band_of_.push_back(i);
+        return;
+      }
+    }
+    whole_ = whole;
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const std::int64_t N = whole ? s_.batch : 1, P = static_cast<std::int64_t>(parts_);
+    b.src_md = dnnl::memory::desc({N, s_.in_channels, b.in_rows, s_.in_w}, dt::u8, tag::nhwc);
+    b.dst_md = dnnl::memory::desc({N, P * s_.out_channels, b.out_rows, s_.out_w()}, dt::s32, tag::nhwc);
+    const dnnl::memory::desc w_any(user_md.get_dims(), dt::s8, tag::any);
+    dnnl::primitive_attr attr;
+    if (zx_ != 0) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+    const dnnl::convolution_forward::primitive_desc pd(
+        engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md, w_any, b.dst_md,
+        {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {b.pad_t, win.pl}, {b.pad_b, win.pr}, attr);
+    b.prim = dnnl::convolution_forward(pd);
+    b.impl = pd.impl_info_str();
+    for (const auto& o : bands_) {
+      if (o.weights->get_desc() == pd.weights_desc()) b.weights = o.weights;
+    }
+    if (!b.weights) {
+      b.weights = std::make_shared<dnnl::memory>(pd.weights_desc(), engine());
+      dnnl::memory user(user_md, engine(), const_cast<std::int8_t*>(packed.data()));
+      dnnl::stream stream(engine());
+      dnnl::reorder(user, *b.weights).execute(stream, user, *b.weights);
+      stream.wait();
+    }
+    band_of_.push_back(bands_.size());
+    bands_.push_back(std::move(b));
+  }
+
+  // One convolution into acc (`rows` rows of acc_width()), parts gathered when grouped.
+  void execute(Stream& stream, const detail::IntBand& b, const std::uint8_t* src, std::int32_t* acc, std::size_t rows,
+               std::vector<std::int32_t>& tmp) const {
+    std::int32_t* dst = acc;
+    if (gather_) {
+      tmp.resize(rows * parts_ * static_cast<std::size_t>(s_.out_channels));
+      dst = tmp.data();
+    }
+    guard("int8 convolution", [&] {
+      const dnnl::memory s(b.src_md, engine(), const_cast<std::uint8_t*>(src));
+      const dnnl::memory d(b.dst_md, engine(), dst);
+      std::int32_t zp = zx_;
+      if (zx_ != 0) {
+        const dnnl::memory z({{1}, dnnl::memory::data_type::s32, dnnl::memory::format_tag::x}, engine(), &zp);
+        b.prim.execute(stream.get(), {{DNNL_ARG_SRC, s},
+                                      {DNNL_ARG_WEIGHTS, *b.weights},
+                                      {DNNL_ARG_DST, d},
+                                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, z}});
+      } else {
+        b.prim.execute(stream.get(), {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, *b.weights}, {DNNL_ARG_DST, d}});
+      }
+      stream.get().wait();
+    });
+    if (gather_) sum_parts(tmp.data(), acc, rows);
+  }
+
+  // tmp: rows x (G x P x OCg), acc: rows x OC with the P parts summed.
+  void sum_parts(const std::int32_t* tmp, std::int32_t* acc, std::size_t rows) const {
+    const std::size_t G = static_cast<std::size_t>(s_.groups), OCg = static_cast<std::size_t>(s_.out_per_group());
+    const std::size_t P = parts_, OC = G * OCg;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::int32_t* in = tmp + r * P * OC;
+      std::int32_t* out = acc + r * OC;
+      for (std::size_t gi = 0; gi < G; ++gi) {
+        for (std::size_t o = 0; o < OCg; ++o) {
+          std::int32_t sum = 0;
+          for (std::size_t p = 0; p < P; ++p) sum += in[(gi * P + p) * OCg + o];
+          out[gi * OCg + o] = sum;
+        }
+      }
+    }
+  }
+
+  ConvShape s_;
+  int threads_ = 1;
+  bool signed_data_ = false;
+  std::int32_t zx_ = 0;
+  std::size_t parts_ = 1;
+  bool gather_ = false;
+  bool whole_ = false;
+  std::int64_t band_rows_ = 0;
+  std::vector<detail::IntBand> bands_;  // distinct convolutions
+  std::vector<std::size_t> band_of_;    // band index -> bands_ entry
+};
+
+// IntConv + ChannelRequantizer: uint8/int8 NHWC outputs, bit-exact with the core's
+// qnn.conv2d -> nn.bias_add -> qnn.requantize (bias and fused relu/clip in the requantizer).
+class IntConvRequantize {
+ public:
+  // band_rows: 0 picks (bands of about 64 KiB of accumulators when the layer's exceed
+  // 256 KiB, else the whole layer at once), > 0 forces that band height, < 0 the whole layer.
+  IntConvRequantize(const IntConvSpec& spec, quant::ChannelRequantizer requantizer, std::int32_t out_dtype,
+                    int threads, std::int64_t band_rows = 0)
+      : conv_(spec, threads, pick_band_rows(spec, threads, band_rows)), rq_(std::move(requantizer)),
+        out_dtype_(out_dtype) {
+    if (out_dtype != ACCEL_UINT8 && out_dtype != ACCEL_INT8) {
+      throw Error("quantized convolution: the output must be uint8 or int8", dnnl_invalid_arguments);
+    }
+    if (rq_.channels() != static_cast<std::size_t>(spec.shape.out_channels)) {
+      throw Error("quantized convolution: the requantizer has " + std::to_string(rq_.channels()) + " channels, not " +
+                      std::to_string(spec.shape.out_channels),
+                  dnnl_invalid_arguments);
+    }
+  }
+
+  const IntConv& conv() const { return conv_; }
+  bool banded() const { return conv_.band_rows() < conv_.shape().out_h() || conv_.band_count() > 1; }
+
+  // data: batch x in_h x in_w x in_channels; out: batch x out_h x out_w x out_channels (out dtype).
+  void run(const void* data, void* out) const {
+    const std::size_t oc = static_cast<std::size_t>(conv_.shape().out_channels);
+    if (!banded()) {
+      std::vector<std::int32_t> acc(conv_.rows() * conv_.acc_width());
+      conv_.run(data, acc.data());
+      const std::size_t rows = conv_.rows();
+      const std::size_t chunks = std::min<std::size_t>(static_cast<std::size_t>(conv_.threads()),
+                                                       std::max<std::size_t>(1, rows * oc / 16384));
+      auto part = [&](std::size_t i) {
+        const std::size_t r0 = rows * i / chunks, r1 = rows * (i + 1) / chunks;
+        requantize(conv_.block(acc.data(), r0, r1 - r0), out, r0 * oc);
+      };
+      if (chunks <= 1) {
+        part(0);
+      } else {
+        parallel_for(chunks, part);
+      }
+      return;
+    }
+    ThreadScope scope(conv_.threads());
+    std::vector<std::uint8_t> shifted;
+    const std::uint8_t* src = conv_.unsigned_data(data, shifted);
+    conv_.for_each_band([&](std::int64_t n, std::size_t band, std::vector<std::int32_t>& tmp) {
+      thread_local std::vector<std::int32_t> acc;
+      const std::size_t rows = conv_.band_size(band);
+      acc.resize(rows * conv_.acc_width());
+      conv_.run_band(src, n, band, acc.data(), tmp);
+      requantize(conv_.block(acc.data(), 0, rows), out, conv_.band_offset(n, band) * oc);
+    });
+  }
+
+ private:
+  static std::int64_t pick_band_rows(const IntConvSpec& spec, int threads, std::int64_t band_rows) {
+    if (band_rows != 0) return band_rows < 0 ? 0 : band_rows;
+    spec.shape.validate();
+    const std::int64_t oh = spec.shape.out_h(), ow = spec.shape.out_w();
+    // two parts when the weights split (an estimate: the exact count is IntConv's)
+    const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (int8_exact() ? 1 : 2);
+    if (row_bytes * oh * spec.shape.batch <= (256 << 10) || oh < 2) return 0;
+    std::int64_t rows = std::max<std::int64_t>(1, (64 << 10) / row_bytes);
+    // at least two bands per thread for balance
+    const std::int64_t want = 2 * resolve_threads(threads);
+    if (oh / rows < want) rows = std::max<std::int64_t>(1, oh / want);
+    return std::min(rows, oh);
+  }
+
+  void requantize(const quant::AccBlock& b, void* out, std::size_t at) const {
+    const std::size_t oc = static_cast<std::size_t>(conv_.shape().out_channels);
+    if (out_dtype_ == ACCEL_UINT8) {
+      rq_.run(b, static_cast<std::uint8_t*>(out) + at, oc, quant::best_requantize_isa());
+    } else {
+      rq_.run(b, static_cast<std::int8_t*>(out) + at, oc, quant::best_requantize_isa());
+    }
+  }
+
+  IntConv conv_;
+  quant::ChannelRequantizer rq_;
+  std::int32_t out_dtype_;
+};
+
+}  // namespace onednn
+}  // namespace accel_sdk
+
+#endif  // ACCEL_SDK_INT_OPS_HPP
