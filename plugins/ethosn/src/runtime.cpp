@@ -16,6 +16,7 @@
 // quantized add, average pooling and mean with their rounding, byte moves) is ours.
 #include <accel_sdk/blob_reader.hpp>
 #include <accel_sdk/geometry.hpp>
+#include <accel_sdk/int_ops.hpp>
 #include <accel_sdk/onednn.hpp>
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/requantize.hpp>
@@ -460,14 +461,85 @@ class MaxPoolCommand : public Command {
   dnnl::pooling_forward prim_;
 };
 
-std::unique_ptr<Command> make_conv(std::uint32_t, std::uint32_t, const Tensor&, const Tensor&, const Constant&, const Constant&,
-                                   const Constant&, const Constant&, const std::vector<std::int32_t>&, int) {
-  bad("conv: not available in this build");
+// -- CONV / FC: oneDNN int8 accumulation (exact on every CPU) + the sdk's banded requantize ---------
+// conv params: [kh, kw, sh, sw, pt, pl, pb, pr, groups, in_zp, out_zp, act_min, act_max]; fc params: the last four.
+// constants: weights int8 (conv OHWI, fc OI), bias int32[O], multiplier int32[O], shift int32[O].
+class LinearCommand : public Command {
+ public:
+  LinearCommand(std::uint32_t x, std::uint32_t y, const dnn::IntConvSpec& spec, const Tensor& ty, const Constant& bias,
+                const Constant& mult, const Constant& shift, std::int32_t out_zp, std::int32_t lo, std::int32_t hi, int threads)
+      : x_(x), y_(y) {
+    const std::size_t oc = static_cast<std::size_t>(spec.shape.out_channels);
+    for (const Constant* c : {&bias, &mult, &shift}) {
+      if (c->dtype != ACCEL_INT32 || c->elements != oc) bad("bias, multipliers and shifts must be " + std::to_string(oc) + " int32 each");
+    }
+    const bool u8 = ty.spec.dtype == ACCEL_UINT8;
+    need_range(out_zp, u8 ? 0 : -128, u8 ? 255 : 127, "output zero point");
+    need_range(lo, u8 ? 0 : -128, u8 ? 255 : 127, "output minimum");
+    need_range(hi, lo, u8 ? 255 : 127, "output maximum");
+    std::vector<q::Multiplier> ms(oc);
+    for (std::size_t c = 0; c < oc; ++c) {
+      ms[c] = q::Multiplier{mult.as<std::int32_t>()[c], shift.as<std::int32_t>()[c]};
+      if (!q::valid_multiplier(ms[c].m, ms[c].shift)) bad("channel " + std::to_string(c) + ": invalid fixed-point multiplier");
+    }
+    std::vector<std::int32_t> b(bias.as<std::int32_t>(), bias.as<std::int32_t>() + oc);
+    q::ChannelRequantizer rq(oc, ms, out_zp, lo, hi, b, 0);
+    op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, threads);
+  }
+  void run(Buffers& b) const override { op_->run(b.ptr[x_], b.ptr[y_]); }
+
+ private:
+  std::uint32_t x_, y_;
+  std::unique_ptr<dnn::IntConvRequantize> op_;
+};
+
+void need_zero_point(std::int64_t zp, const Tensor& t, const char* what) {
+  const bool u8 = t.spec.dtype == ACCEL_UINT8;
+  need_range(zp, u8 ? 0 : -128, u8 ? 255 : 127, what);
 }
 
-std::unique_ptr<Command> make_fc(std::uint32_t, std::uint32_t, const Tensor&, const Tensor&, const Constant&, const Constant&,
-                                 const Constant&, const Constant&, const std::vector<std::int32_t>&, int) {
-  bad("fc: not available in this build");
+std::unique_ptr<Command> make_conv(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& w, const Constant& bias,
+                                   const Constant& mult, const Constant& shift, const std::vector<std::int32_t>& p, int threads) {
+  need_params(p, 13, "conv");
+  need_4d_batch1(tx, "conv input");
+  need_4d_batch1(ty, "conv output");
+  if (!is_8bit(tx) || !is_8bit(ty)) bad("conv: input and output must be uint8 or int8");
+  for (int i = 0; i < 9; ++i) need_range(p[i], (i < 4 || i == 8) ? 1 : 0, 1 << 16, "conv window");
+  dnn::IntConvSpec spec;
+  spec.shape.batch = 1;
+  spec.shape.in_h = dim(tx, 1);
+  spec.shape.in_w = dim(tx, 2);
+  spec.shape.in_channels = dim(tx, 3);
+  spec.shape.out_channels = dim(ty, 3);
+  spec.shape.groups = p[8];
+  auto& win = spec.shape.window;
+  win.kh = p[0], win.kw = p[1], win.sh = p[2], win.sw = p[3], win.pt = p[4], win.pl = p[5], win.pb = p[6], win.pr = p[7];
+  spec.shape.validate();
+  if (spec.shape.out_h() != dim(ty, 1) || spec.shape.out_w() != dim(ty, 2)) bad("conv: output " + ty.spec.describe() + " does not follow from the window");
+  using accel_sdk::checked_mul;
+  const std::size_t wcount = checked_mul(checked_mul(static_cast<std::size_t>(spec.shape.out_channels), static_cast<std::size_t>(win.kh * win.kw), "weights"),
+                                         static_cast<std::size_t>(spec.shape.in_channels / spec.shape.groups), "weights");
+  if (w.dtype != ACCEL_INT8 || w.elements != wcount) bad("conv: weights must be " + std::to_string(wcount) + " int8 (OHWI)");
+  need_zero_point(p[9], tx, "input zero point");
+  spec.data_dtype = tx.spec.dtype;
+  spec.data_zero_point = p[9];
+  spec.weight_dtype = ACCEL_INT8;
+  spec.weights = w.data.data();
+  spec.weight_layout = dnn::WeightLayout::ohwi;
+  return std::make_unique<LinearCommand>(x, y, spec, ty, bias, mult, shift, p[10], p[11], p[12], threads);
+}
+
+std::unique_ptr<Command> make_fc(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& w, const Constant& bias,
+                                 const Constant& mult, const Constant& shift, const std::vector<std::int32_t>& p, int threads) {
+  need_params(p, 4, "fc");
+  if (tx.spec.shape.rank() != 2 || ty.spec.shape.rank() != 2 || dim(tx, 0) != dim(ty, 0)) bad("fc: input and output must be [M, K] and [M, N]");
+  if (!is_8bit(tx) || !is_8bit(ty)) bad("fc: input and output must be uint8 or int8");
+  const std::int64_t m = dim(tx, 0), k = dim(tx, 1), n = dim(ty, 1);
+  if (m < 1 || k < 1 || n < 1) bad("fc: empty tensors");
+  if (w.dtype != ACCEL_INT8 || w.elements != accel_sdk::checked_mul(static_cast<std::size_t>(n), static_cast<std::size_t>(k), "weights")) bad("fc: weights must be N x K int8");
+  need_zero_point(p[0], tx, "input zero point");
+  const dnn::IntConvSpec spec = dnn::dense_spec(m, k, n, tx.spec.dtype, p[0], ACCEL_INT8, w.data.data());
+  return std::make_unique<LinearCommand>(x, y, spec, ty, bias, mult, shift, p[1], p[2], p[3], threads);
 }
 
 class EthosnRuntime {

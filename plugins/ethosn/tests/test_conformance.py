@@ -4,10 +4,9 @@ reference kernels (bitwise), and refusals with the reason a user reads in `accel
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from accel_ethosn import EthosnBackend, EthosnOptions
 from accel_sdk.testing import BackendConformance, Case
-from qgraphs import dq_act_q, qt, widen_avg
+from qgraphs import dq_act_q, qconv, qdense, qt, widen_avg
 from refusals import refusals
 
 from accel.builder import GraphBuilder
@@ -60,6 +59,38 @@ def resize_case() -> Case:
     return Case("resize", b.done(y))
 
 
+def convolutions() -> Case:
+    """uint8: strided / padded / per-tensor and per-channel convolutions, relu, depthwise, a pad op, fully connected."""
+    b = GraphBuilder(x=qt((1, 5, 13, 11), scale=0.03, zp=110))
+    y = qconv(b, b.x["x"], 12, rng=RNG, strides=(2, 1), padding=(1, 2, 0, 1), relu=True, out_scale=0.2, out_zp=5)
+    y = qconv(b, y, 12, (3, 3), rng=RNG, groups=12, padding=(1, 1, 1, 1), per_channel=False, out_scale=0.15)
+    y = b.op("nn.pad", y, pad_width=((0, 0), (0, 0), (2, 0), (1, 1)), pad_value=128.0)
+    y = qconv(b, y, 16, (1, 5), rng=RNG, bias=False, out_scale=0.3, out_zp=100)
+    z = b.op("nn.pad", y, pad_width=((0, 0), (0, 0), (1, 1), (1, 1)), pad_value=3.0)  # not the zero point: a copy
+    z = qconv(b, z, 8, (3, 3), rng=RNG, strides=(2, 2), out_scale=0.4)
+    f = b.op("reshape", b.op("nn.max_pool2d", z, pool_size=(z.type.shape[2], z.type.shape[3])), newshape=(1, 8))
+    f = qdense(b, f, 10, rng=RNG, relu=True)
+    return Case("convolutions", b.done(y, f))
+
+
+def int8_convolutions() -> Case:
+    """int8 data and weights, large enough for the banded requantize, and a transposed convolution."""
+    b = GraphBuilder(x=qt((1, 16, 24, 24), "int8", 0.02, -5))
+    y = qconv(b, b.x["x"], 32, rng=RNG, padding=(1, 1, 1, 1), out_scale=0.5, out_dtype="int8", out_zp=-7)
+    y = qconv(b, y, 32, (3, 3), rng=RNG, groups=32, strides=(2, 2), padding=(1, 1, 1, 1), relu=True, out_scale=0.3)
+    w = RNG.integers(-127, 127, (32, 6, 3, 3)).astype(np.int8)  # IOHW
+    t = b.op(
+        "qnn.conv2d_transpose",
+        y,
+        b.const(w, QuantParams(0.01, 0)),
+        strides=(2, 2),
+        padding=(1, 1, 0, 0),
+        output_padding=(1, 1),
+    )
+    t = b.op("qnn.requantize", t, out_scale=0.4, out_zero_point=3, out_dtype="int8")
+    return Case("int8_convolutions", b.done(y, t))
+
+
 class TestConformance(BackendConformance):
     backend = EthosnBackend
     # the cases have no multiply-accumulates: take every region anyway (the default rule inlines cheap ones)
@@ -67,11 +98,7 @@ class TestConformance(BackendConformance):
     exact = True
 
     def cases(self):
-        return [pools_and_tables(), int8_pools_and_moves(), resize_case()]
+        return [pools_and_tables(), int8_pools_and_moves(), resize_case(), convolutions(), int8_convolutions()]
 
     def refusals(self):
         return refusals()
-
-    @pytest.mark.skip(reason="the conv and fc commands need accel_sdk/int_ops.hpp, not merged yet")
-    def test_every_pattern_and_op_check_is_exercised(self):
-        pass
