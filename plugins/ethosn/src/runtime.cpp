@@ -419,8 +419,9 @@ class AvgPoolCommand : public Command {
 // -- MAXPOOL through oneDNN (padding never wins) ------------------------------------------------
 class MaxPoolCommand : public Command {
  public:
-  MaxPoolCommand(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const std::vector<std::int32_t>& p, int threads)
-      : x_(x), y_(y), threads_(threads) {
+  // One thread (pooling is cheap next to the convolutions): no OpenMP team to spin beside the sdk's pool.
+  MaxPoolCommand(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const std::vector<std::int32_t>& p)
+      : x_(x), y_(y), threads_(1) {
     need_params(p, 8, "maxpool");
     need_4d_batch1(tx, "maxpool input");
     need_4d_batch1(ty, "maxpool output");
@@ -484,7 +485,14 @@ class LinearCommand : public Command {
     }
     std::vector<std::int32_t> b(bias.as<std::int32_t>(), bias.as<std::int32_t>() + oc);
     q::ChannelRequantizer rq(oc, ms, out_zp, lo, hi, b, 0);
-    op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, threads);
+    // Threads come only from the sdk's pool, never from OpenMP teams: with several threads the layer is
+    // cut into bands of output rows (single-thread oneDNN convolutions + requantize per band). An
+    // OpenMP team next to the pool keeps spinning after each layer and, on few cores, starves the
+    // pool's workers (measured on 2 cores: MobileNetV2 5x slower at 2 threads than at 1).
+    const int n = dnn::resolve_threads(threads);
+    const std::int64_t oh = spec.shape.out_h();
+    const std::int64_t band_rows = n <= 1 ? -1 : std::max<std::int64_t>(1, (oh + 4 * n - 1) / (4 * n));
+    op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, n, band_rows);
   }
   void run(Buffers& b) const override { op_->run(b.ptr[x_], b.ptr[y_]); }
 
@@ -734,7 +742,7 @@ class EthosnRuntime {
         return std::make_unique<AvgPoolCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), C(1), p);
       case MAXPOOL:
         arity(1, 1, 0, "maxpool");
-        return std::make_unique<MaxPoolCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), p, threads);
+        return std::make_unique<MaxPoolCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), p);
       case CONV:
         arity(1, 1, 4, "conv");
         return make_conv(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), C(1), C(2), C(3), p, threads);
