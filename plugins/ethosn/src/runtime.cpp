@@ -489,7 +489,11 @@ class LinearCommand : public Command {
     // cut into bands of output rows (single-thread oneDNN convolutions + requantize per band). An
     // OpenMP team next to the pool keeps spinning after each layer and, on few cores, starves the
     // pool's workers (measured on 2 cores: MobileNetV2 5x slower at 2 threads than at 1).
-    const int n = dnn::resolve_threads(threads);
+    // A window whose padding alone fills whole output rows (pt or pb >= kh) cannot be cut into bands
+    // (a band would read no input row): such rare layers run whole, on one thread.
+    const auto& win = spec.shape.window;
+    const bool bandable = win.pt < win.kh && win.pb < win.kh;
+    const int n = bandable ? dnn::resolve_threads(threads) : 1;
     const std::int64_t oh = spec.shape.out_h();
     const std::int64_t band_rows = n <= 1 ? -1 : std::max<std::int64_t>(1, (oh + 4 * n - 1) / (4 * n));
     op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, n, band_rows);
