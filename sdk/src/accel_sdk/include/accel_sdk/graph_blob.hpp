@@ -575,7 +575,15 @@ inline GraphBlob GraphBlob::parse(BlobReader& blob, const GraphBlobSpec& spec) {
   const std::size_t section_at = blob.offset();
   const std::uint64_t const_offset = blob.read<std::uint64_t>("constants offset");
   const std::uint64_t const_size = blob.read<std::uint64_t>("constants size");
-  if (const_offset % alignment != 0 || const_offset < blob.offset() || const_offset > blob.size() ||
+  const std::uint64_t here = blob.offset();
+  if (const_offset % alignment == 0 && const_offset >= here && const_size <= UINT64_MAX - const_offset &&
+      const_offset + const_size > blob.size()) {
+    // a blob cut short: the header promises more bytes than there are
+    blob.fail_at(section_at, "constant section at " + std::to_string(const_offset) + " (+" + std::to_string(const_size) +
+                                 " bytes): the blob needs " + std::to_string(const_offset + const_size - here) +
+                                 " bytes, " + std::to_string(blob.size() - here) + " left");
+  }
+  if (const_offset % alignment != 0 || const_offset < here || const_offset > blob.size() ||
       const_size != blob.size() - const_offset) {
     blob.fail_at(section_at, "constant section at " + std::to_string(const_offset) + " (+" + std::to_string(const_size) +
                                  " bytes) is not an aligned section ending the " + std::to_string(blob.size()) + "-byte blob");

@@ -276,10 +276,10 @@ class IntConv {
     // Pieces of each centred weight go to parts: without VNNI |piece| <= 64, with VNNI an
     // int8. A part also keeps 255 * sum|piece| <= 2^24 per channel: oneDNN's int8 kernels
     // pass the int32 result through float32 on the way out (exact up to 2^24).
-    // Depthwise convolutions (one input and one output channel per group) run oneDNN's depthwise
-    // kernels, which accumulate each product in int32 on every ISA: int8 parts suffice there, and
-    // a second part would turn the layer into a grouped convolution oneDNN runs ~50x slower.
-    const bool exact = int8_exact() || (s_.in_per_group() == 1 && s_.out_per_group() == 1);
+    // oneDNN's int8 depthwise kernels multiply-add in 32 bits on every ISA (measured exact
+    // with ONEDNN_MAX_CPU_ISA=AVX2): one part keeps the convolution depthwise, where a split
+    // would turn it into a grouped convolution that only oneDNN's reference code runs.
+    const bool exact = int8_exact() || s_.depthwise();
     const std::int32_t hi = exact ? 127 : 64, lo = exact ? -128 : -64;
     constexpr std::int64_t kBudget = (std::int64_t{1} << 24) / 255;  // 65793
     std::vector<std::vector<std::int32_t>> parts;  // parts[p][o * taps + t]

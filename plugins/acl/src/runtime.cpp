@@ -1,0 +1,1099 @@
+// The acl runtime: one partition (accel-sdk's graph blob, kind "acl") run through oneDNN.
+//
+// create() parses and validates the whole blob (accel_sdk::GraphBlob::parse checks the
+// tables and the dataflow; each kernel here checks its attributes against the shapes of
+// its tensors), then builds one oneDNN primitive per kernel with its weights reordered
+// once into the layout the primitive chose, and plans one arena for the intermediates
+// (offsets reused once a tensor is dead). run() is const: each call takes an arena from
+// a pool (or makes one), wraps the caller's buffers and runs the kernels in order on its
+// own stream, so one loaded blob runs from several threads at once.
+//
+// Float32 kernels are oneDNN's (convolution, inner product, pooling, binary, eltwise),
+// with ReLU / bounded ReLU fused as post-ops. Quantized convolutions and dense take raw
+// int32 accumulators from oneDNN (accel_sdk/int_ops.hpp, exact on every ISA) and are
+// requantized here by accel_sdk/requantize.hpp, bit for bit as accel.quant defines it;
+// qnn.add, requantize, integer average pools, concatenate and reshape are this file's
+// own (what no library computes with accel's rounding).
+#include <accel_sdk/geometry.hpp>
+#include <accel_sdk/graph_blob.hpp>
+#include <accel_sdk/int_ops.hpp>
+#include <accel_sdk/onednn.hpp>
+#include <accel_sdk/quant.hpp>
+#include <accel_sdk/runtime.hpp>
+#include <accel_sdk/tensor.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using accel_sdk::BlobError;
+using accel_sdk::GraphBlob;
+using accel_sdk::GraphNode;
+using accel_sdk::GraphTensor;
+using accel_sdk::Shape;
+using accel_sdk::TensorSpec;
+using accel_sdk::TensorView;
+namespace onednn = accel_sdk::onednn;
+namespace quant = accel_sdk::quant;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+constexpr std::uint32_t kKindVersion = 1;
+constexpr std::size_t kAlign = 64;
+
+std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// An owned, 64-byte aligned buffer.
+struct Buffer {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::uint8_t, Free> p;
+  std::size_t size = 0;
+  Buffer() = default;
+  explicit Buffer(std::size_t n) : size(n) {
+    if (n == 0) return;
+    void* q = std::aligned_alloc(kAlign, align_up(n));
+    if (q == nullptr) throw std::bad_alloc();
+    p.reset(static_cast<std::uint8_t*>(q));
+  }
+  std::uint8_t* data() const { return p.get(); }
+};
+
+// What a kernel sees while it runs: every tensor's address, its scratch, the stream.
+struct Exec {
+  dnnl::stream& stream;
+  std::vector<void*>& ptr;  // by tensor id
+  std::uint8_t* scratch;    // this kernel's scratch (scratch_bytes of it)
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(Exec& e) const = 0;
+  std::vector<std::uint32_t> ins, outs;
+  std::size_t scratch_bytes = 0;
+};
+
+// -- helpers: reading and checking a node -----------------------------------------------
+
+struct Ctx {
+  const GraphBlob& g;
+  const GraphNode& n;
+
+  const GraphTensor& in(std::size_t i) const { return g.tensor(n.inputs.at(i)); }
+  const GraphTensor& out(std::size_t i) const { return g.tensor(n.outputs.at(i)); }
+  [[noreturn]] void fail(const std::string& what) const { n.fail(what); }
+  void arity(std::size_t lo, std::size_t hi, std::size_t outs) const {
+    if (n.inputs.size() < lo || n.inputs.size() > hi || n.outputs.size() != outs) {
+      fail("takes " + std::to_string(lo) + (hi != lo ? ".." + std::to_string(hi) : "") + " inputs and " +
+           std::to_string(outs) + " outputs, got " + std::to_string(n.inputs.size()) + " and " +
+           std::to_string(n.outputs.size()));
+    }
+  }
+  void dtype(const GraphTensor& t, std::int32_t want, const char* what) const {
+    if (t.spec.dtype != want) fail(std::string(what) + " must be " + accel_sdk::dtype_name(want) + ", got " + t.spec.describe());
+  }
+  void rank(const GraphTensor& t, int r, const char* what) const {
+    if (t.spec.shape.rank() != r) fail(std::string(what) + " must have rank " + std::to_string(r) + ", got " + t.spec.describe());
+  }
+  void activation(const GraphTensor& t, const char* what) const {
+    if (t.constant()) fail(std::string(what) + " must not be a constant");
+  }
+  void constant(const GraphTensor& t, const char* what) const {
+    if (!t.constant()) fail(std::string(what) + " must be a constant");
+  }
+  std::vector<std::int64_t> ints(const char* key, std::size_t count, std::int64_t lo, std::int64_t hi) const {
+    const auto& v = n.attrs.ints(key, count);
+    for (std::int64_t x : v) {
+      if (x < lo || x > hi) n.attrs.fail(key, "has " + std::to_string(x) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return v;
+  }
+  std::int64_t integer(const char* key, std::int64_t lo, std::int64_t hi) const {
+    const std::int64_t v = n.attrs.integer(key);
+    if (v < lo || v > hi) n.attrs.fail(key, "is " + std::to_string(v) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+};
+
+dnnl::memory::dims dims_of(const Shape& s) { return dnnl::memory::dims(s.dims(), s.dims() + s.rank()); }
+
+// NHWC activation [1, H, W, C] as oneDNN's logical NCHW dims with the nhwc tag.
+dnnl::memory::desc nhwc_desc(const Shape& s, dt type) {
+  return dnnl::memory::desc({s[0], s[3], s[1], s[2]}, type, tag::nhwc);
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+// A oneDNN primitive and its scratchpad, run on the caller's buffers.
+struct Prim {
+  dnnl::primitive prim;
+  dnnl::memory::desc scratch_md;
+  std::size_t scratch = 0;
+
+  template <class P, class PD>
+  void set(const PD& pd) {
+    prim = P(pd);
+    scratch_md = pd.scratchpad_desc();
+    scratch = scratch_md.get_size();
+  }
+  void exec(Exec& e, std::unordered_map<int, dnnl::memory> args) const {
+    if (scratch) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md, onednn::engine(), e.scratch));
+    prim.execute(e.stream, args);
+  }
+};
+
+// A constant's bytes reordered once into the layout a primitive chose.
+dnnl::memory pack(const dnnl::memory::desc& user, const void* data, const dnnl::memory::desc& want) {
+  const auto& eng = onednn::engine();
+  dnnl::memory src(user, eng, const_cast<void*>(data));
+  dnnl::memory dst(want, eng);
+  onednn::Stream s;
+  dnnl::reorder(src, dst).execute(s.get(), src, dst);
+  s.wait();
+  return dst;
+}
+
+// ReLU (act 1) or bounded ReLU [0, hi] (act 2) in place, as the reference computes them:
+// NaN stays NaN and -0.0 stays -0.0 (oneDNN's eltwise post-ops turn NaN into 0, so the
+// activation is this loop, run right after the kernel while its output is in cache).
+void activate(float* p, std::size_t n, std::int64_t act, float hi) {
+  if (act == 1) {
+    for (std::size_t i = 0; i < n; ++i) p[i] = p[i] < 0.f ? 0.f : p[i];
+  } else if (act == 2) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = p[i] < 0.f ? 0.f : p[i];
+      p[i] = v > hi ? hi : v;
+    }
+  }
+}
+
+// -- float32 convolution ------------------------------------------------------------------
+
+struct Window {
+  std::int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+// strides, dilation, padding of a conv node, and the output shape they give for in_shape.
+Window conv_window(const Ctx& c, std::int64_t kh, std::int64_t kw) {
+  const auto s = c.ints("strides", 2, 1, 1 << 16);
+  const auto d = c.ints("dilation", 2, 1, 1 << 16);
+  const auto p = c.ints("padding", 4, 0, 1 << 16);
+  return {kh, kw, s[0], s[1], d[0], d[1], p[0], p[1], p[2], p[3]};
+}
+
+void check_conv_shapes(const Ctx& c, const Shape& x, const Shape& w, const Shape& y, std::int64_t groups, const Window& win) {
+  if (x[0] != 1) c.fail("batch must be 1, data is " + x.str());
+  const std::int64_t C = x[3], O = w[0];
+  if (groups < 1 || C % groups != 0 || O % groups != 0 || w[3] != C / groups) {
+    c.fail("weights " + w.str() + " do not fit data " + x.str() + " with groups=" + std::to_string(groups));
+  }
+  accel_sdk::geometry::Window2d gw{win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, win.pt, win.pl, win.pb, win.pr};
+  const auto g = accel_sdk::geometry::conv2d(x[1], x[2], gw);
+  const Shape want{1, g.oh, g.ow, O};
+  if (y != want) c.fail("output must be " + want.str() + ", got " + y.str());
+  if (x.elements() == 0 || y.elements() == 0) c.fail("empty tensors are not supported");
+}
+
+// The OHWI weights of a (possibly grouped) convolution as oneDNN's desc.
+dnnl::memory::desc ohwi_desc(const Shape& w, std::int64_t groups, dt type, tag t_plain = tag::ohwi, tag t_group = tag::gohwi) {
+  if (groups == 1) return dnnl::memory::desc({w[0], w[3], w[1], w[2]}, type, t_plain);
+  return dnnl::memory::desc({groups, w[0] / groups, w[3], w[1], w[2]}, type, t_group);
+}
+
+class ConvF32 final : public Kernel {
+ public:
+  explicit ConvF32(const Ctx& c) {
+    c.arity(2, 3, 1);
+    const auto& x = c.in(0);
+    const auto& w = c.in(1);
+    const auto& y = c.out(0);
+    c.activation(x, "data");
+    c.constant(w, "weights");
+    for (const auto* t : {&x, &w, &y}) c.dtype(*t, ACCEL_FLOAT32, "every tensor");
+    c.rank(x, 4, "data");
+    c.rank(w, 4, "weights");
+    c.rank(y, 4, "output");
+    const std::int64_t groups = c.integer("groups", 1, 1 << 20);
+    const Window win = conv_window(c, w.spec.shape[1], w.spec.shape[2]);
+    check_conv_shapes(c, x.spec.shape, w.spec.shape, y.spec.shape, groups, win);
+    const std::int64_t act = c.integer("activation", 0, 2);
+    const float act_max = static_cast<float>(c.n.attrs.number("act_max"));
+    if (act == 2 && !(act_max > 0.f && std::isfinite(act_max))) c.fail("bounded relu needs act_max > 0");
+    const bool bias = c.n.inputs.size() == 3;
+    if (bias) {
+      const auto& b = c.in(2);
+      c.constant(b, "bias");
+      c.dtype(b, ACCEL_FLOAT32, "bias");
+      if (b.spec.shape.elements() != static_cast<std::size_t>(w.spec.shape[0]) || b.spec.shape.rank() != 1) c.fail("bias must be [O]");
+    }
+    const auto& eng = onednn::engine();
+    const auto src_md = nhwc_desc(x.spec.shape, dt::f32);
+    const auto dst_md = nhwc_desc(y.spec.shape, dt::f32);
+    const auto w_user = ohwi_desc(w.spec.shape, groups, dt::f32);
+    const auto w_any = dnnl::memory::desc(w_user.get_dims(), dt::f32, tag::any);
+    const auto b_md = bias ? dnnl::memory::desc({w.spec.shape[0]}, dt::f32, tag::x) : dnnl::memory::desc();
+    auto attr = user_scratchpad();
+    act_ = act;
+    act_max_ = act_max;
+    out_elems_ = y.spec.shape.elements();
+    onednn::guard("conv2d " + c.n.name, [&] {
+      dnnl::convolution_forward::primitive_desc pd(
+          eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, w_any, b_md, dst_md,
+          {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl}, {win.pb, win.pr}, attr);
+      prim_.set<dnnl::convolution_forward>(pd);
+      weights_ = pack(w_user, w.data, pd.weights_desc());
+      if (bias) weights_bias_ = pack(b_md, c.in(2).data, pd.bias_desc());
+      src_md_ = pd.src_desc();
+      dst_md_ = pd.dst_desc();
+    });
+    has_bias_ = bias;
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+    scratch_bytes = prim_.scratch;
+  }
+
+  void run(Exec& e) const override {
+    const auto& eng = onednn::engine();
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, dnnl::memory(src_md_, eng, e.ptr[ins[0]])},
+        {DNNL_ARG_WEIGHTS, weights_},
+        {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}};
+    if (has_bias_) args.emplace(DNNL_ARG_BIAS, weights_bias_);
+    prim_.exec(e, std::move(args));
+    activate(static_cast<float*>(e.ptr[outs[0]]), out_elems_, act_, act_max_);
+  }
+
+ private:
+  std::int64_t act_ = 0;
+  float act_max_ = 0.f;
+  std::size_t out_elems_ = 0;
+  Prim prim_;
+  dnnl::memory weights_, weights_bias_;
+  dnnl::memory::desc src_md_, dst_md_;
+  bool has_bias_ = false;
+};
+
+// -- float32 dense ------------------------------------------------------------------------
+
+class DenseF32 final : public Kernel {
+ public:
+  explicit DenseF32(const Ctx& c) {
+    c.arity(2, 3, 1);
+    const auto& x = c.in(0);
+    const auto& w = c.in(1);
+    const auto& y = c.out(0);
+    c.activation(x, "data");
+    c.constant(w, "weights");
+    for (const auto* t : {&x, &w, &y}) {
+      c.dtype(*t, ACCEL_FLOAT32, "every tensor");
+      c.rank(*t, 2, "data, weights and output");
+    }
+    const auto M = x.spec.shape[0], K = x.spec.shape[1], N = w.spec.shape[0];
+    if (w.spec.shape[1] != K || y.spec.shape != Shape{M, N} || M * K * N == 0) {
+      c.fail("shapes " + x.spec.shape.str() + " x " + w.spec.shape.str() + " -> " + y.spec.shape.str() + " do not fit");
+    }
+    const bool bias = c.n.inputs.size() == 3;
+    if (bias) {
+      const auto& b = c.in(2);
+      c.constant(b, "bias");
+      c.dtype(b, ACCEL_FLOAT32, "bias");
+      if (b.spec.shape != Shape{N}) c.fail("bias must be [N]");
+    }
+    const auto& eng = onednn::engine();
+    const dnnl::memory::desc src_md({M, K}, dt::f32, tag::nc), dst_md({M, N}, dt::f32, tag::nc);
+    const dnnl::memory::desc w_user({N, K}, dt::f32, tag::oi), w_any({N, K}, dt::f32, tag::any);
+    const auto b_md = bias ? dnnl::memory::desc({N}, dt::f32, tag::x) : dnnl::memory::desc();
+    onednn::guard("dense " + c.n.name, [&] {
+      dnnl::inner_product_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, src_md, w_any, b_md, dst_md,
+                                                     user_scratchpad());
+      prim_.set<dnnl::inner_product_forward>(pd);
+      weights_ = pack(w_user, w.data, pd.weights_desc());
+      if (bias) bias_ = pack(b_md, c.in(2).data, pd.bias_desc());
+      src_md_ = pd.src_desc();
+      dst_md_ = pd.dst_desc();
+    });
+    has_bias_ = bias;
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+    scratch_bytes = prim_.scratch;
+  }
+
+  void run(Exec& e) const override {
+    const auto& eng = onednn::engine();
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, dnnl::memory(src_md_, eng, e.ptr[ins[0]])},
+        {DNNL_ARG_WEIGHTS, weights_},
+        {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}};
+    if (has_bias_) args.emplace(DNNL_ARG_BIAS, bias_);
+    prim_.exec(e, std::move(args));
+  }
+
+ private:
+  Prim prim_;
+  dnnl::memory weights_, bias_;
+  dnnl::memory::desc src_md_, dst_md_;
+  bool has_bias_ = false;
+};
+
+// -- pooling ----------------------------------------------------------------------------
+
+struct PoolParams {
+  std::string kind;
+  std::int64_t kh, kw, sh, sw, pt, pl, pb, pr;
+  std::int64_t dpb, dpr;  // declared bottom/right padding (without the ceil-mode extension)
+  bool include_pad;
+};
+
+PoolParams pool_params(const Ctx& c, const Shape& x, const Shape& y) {
+  PoolParams p;
+  p.kind = c.n.attrs.string("kind");
+  const auto k = c.ints("kernel", 2, 1, 1 << 20);
+  const auto s = c.ints("strides", 2, 1, 1 << 20);
+  const auto pad = c.ints("padding", 4, 0, 1 << 20);
+  p.kh = k[0], p.kw = k[1], p.sh = s[0], p.sw = s[1], p.pt = pad[0], p.pl = pad[1], p.pb = pad[2], p.pr = pad[3];
+  p.dpb = p.pb, p.dpr = p.pr;
+  if (c.n.attrs.has("declared_padding")) {
+    const auto d = c.ints("declared_padding", 4, 0, 1 << 20);
+    if (d[0] != p.pt || d[1] != p.pl || d[2] > p.pb || d[3] > p.pr) c.fail("declared padding does not fit the padding");
+    p.dpb = d[2], p.dpr = d[3];
+  }
+  p.include_pad = c.n.attrs.boolean("count_include_pad", false);
+  if (x.rank() != 4 || y.rank() != 4 || x[0] != 1 || y[0] != 1 || y[3] != x[3]) c.fail("pool shapes " + x.str() + " -> " + y.str() + " do not fit");
+  if (x.elements() == 0) c.fail("empty tensors are not supported");
+  if (p.pt >= p.kh || p.pb >= p.kh || p.pl >= p.kw || p.pr >= p.kw) c.fail("padding must be smaller than the window");
+  const std::int64_t ph = x[1] + p.pt + p.pb, pw = x[2] + p.pl + p.pr;
+  if (ph < p.kh || pw < p.kw) c.fail("window larger than the padded input");
+  const std::int64_t oh = (ph - p.kh) / p.sh + 1, ow = (pw - p.kw) / p.sw + 1;
+  if (y[1] != oh || y[2] != ow) c.fail("output must be [1," + std::to_string(oh) + "," + std::to_string(ow) + "," + std::to_string(x[3]) + "], got " + y.str());
+  // every window starts inside the input or its declared padding (what the geometry guarantees)
+  if ((oh - 1) * p.sh >= x[1] + p.pt + p.dpb || (ow - 1) * p.sw >= x[2] + p.pl + p.dpr) c.fail("a window starts in the padding");
+  return p;
+}
+
+class PoolOneDnn final : public Kernel {
+ public:
+  explicit PoolOneDnn(const Ctx& c) {
+    c.arity(1, 1, 1);
+    const auto& x = c.in(0);
+    const auto& y = c.out(0);
+    c.activation(x, "data");
+    if (x.spec.dtype != y.spec.dtype) c.fail("input and output dtypes differ");
+    const PoolParams p = pool_params(c, x.spec.shape, y.spec.shape);
+    dnnl::algorithm alg;
+    if (p.kind == "max") {
+      alg = dnnl::algorithm::pooling_max;
+      if (x.spec.dtype != ACCEL_FLOAT32 && x.spec.dtype != ACCEL_UINT8 && x.spec.dtype != ACCEL_INT8) c.fail("max pool dtype must be float32, uint8 or int8");
+    } else if (p.kind == "avg" || p.kind == "l2") {
+      c.dtype(x, ACCEL_FLOAT32, "data");
+      if (p.include_pad && (p.dpb != p.pb || p.dpr != p.pr)) c.fail("count_include_pad with ceil mode is not supported");
+      alg = p.include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
+    } else {
+      c.fail("pool kind '" + p.kind + "' is not max, avg or l2");
+    }
+    const dt type = onednn::data_type(x.spec.dtype);
+    const auto src_md = nhwc_desc(x.spec.shape, type), dst_md = nhwc_desc(y.spec.shape, type);
+    auto attr = user_scratchpad();
+    l2_ = p.kind == "l2";
+    if (l2_) {
+      dnnl::post_ops po;
+      po.append_eltwise(dnnl::algorithm::eltwise_sqrt, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    const auto& eng = onednn::engine();
+    onednn::guard("pool " + c.n.name, [&] {
+      dnnl::pooling_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, alg, src_md, dst_md, {p.sh, p.sw},
+                                               {p.kh, p.kw}, {0, 0}, {p.pt, p.pl}, {p.pb, p.pr}, attr);
+      prim_.set<dnnl::pooling_forward>(pd);
+      if (l2_) {
+        dnnl::eltwise_forward::primitive_desc sq(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_square,
+                                                 src_md, src_md, 0.f, 0.f, user_scratchpad());
+        square_.set<dnnl::eltwise_forward>(sq);
+      }
+    });
+    src_md_ = src_md;
+    dst_md_ = dst_md;
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+    squared_bytes_ = l2_ ? align_up(x.nbytes) : 0;
+    scratch_bytes = squared_bytes_ + std::max(prim_.scratch, square_.scratch);
+  }
+
+  void run(Exec& e) const override {
+    const auto& eng = onednn::engine();
+    void* src = e.ptr[ins[0]];
+    Exec inner{e.stream, e.ptr, e.scratch + squared_bytes_};
+    if (l2_) {
+      dnnl::memory in(src_md_, eng, src), sq(src_md_, eng, e.scratch);
+      square_.exec(inner, {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, sq}});
+      src = e.scratch;
+    }
+    prim_.exec(inner, {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, src)}, {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}});
+  }
+
+ private:
+  Prim prim_, square_;
+  dnnl::memory::desc src_md_, dst_md_;
+  bool l2_ = false;
+  std::size_t squared_bytes_ = 0;
+};
+
+// Integer average pool: int64 window sums divided rounding half away from zero, as the
+// reference (oneDNN rounds its integer averages another way). Reads In, writes Out.
+class PoolInt final : public Kernel {
+ public:
+  explicit PoolInt(const Ctx& c, bool cast) {
+    c.arity(1, 1, 1);
+    const auto& x = c.in(0);
+    const auto& y = c.out(0);
+    c.activation(x, "data");
+    p_ = pool_params(c, x.spec.shape, y.spec.shape);
+    if (p_.kind != "avg") c.fail("integer pools are averages");
+    in_ = x.spec.dtype;
+    out_ = y.spec.dtype;
+    const bool quant8 = in_ == ACCEL_UINT8 || in_ == ACCEL_INT8;
+    if (cast ? !(quant8 && out_ == in_) : !(in_ == ACCEL_INT32 && out_ == ACCEL_INT32)) {
+      c.fail("integer average pool of " + x.spec.describe() + " to " + y.spec.describe() + " is not supported");
+    }
+    x_ = x.spec.shape;
+    y_ = y.spec.shape;
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    switch (in_) {
+      case ACCEL_UINT8: go<std::uint8_t, std::uint8_t>(e); break;
+      case ACCEL_INT8: go<std::int8_t, std::int8_t>(e); break;
+      default: go<std::int32_t, std::int32_t>(e); break;
+    }
+  }
+
+ private:
+  // How many taps of the window starting at padded position s count along one axis.
+  static std::int64_t count(std::int64_t s, std::int64_t k, std::int64_t size, std::int64_t pb, std::int64_t pe, bool include) {
+    const std::int64_t lo = include ? 0 : pb, hi = include ? size + pb + pe : pb + size;
+    return std::max<std::int64_t>(0, std::min(s + k, hi) - std::max(s, lo));
+  }
+
+  template <class In, class Out>
+  void go(Exec& e) const {
+    const In* x = static_cast<const In*>(e.ptr[ins[0]]);
+    Out* y = static_cast<Out*>(e.ptr[outs[0]]);
+    const std::int64_t H = x_[1], W = x_[2], C = x_[3], OH = y_[1], OW = y_[2];
+    std::vector<std::int64_t> acc(static_cast<std::size_t>(C));
+    for (std::int64_t oh = 0; oh < OH; ++oh) {
+      const std::int64_t sh = oh * p_.sh;  // in padded coordinates
+      const std::int64_t h0 = std::max<std::int64_t>(0, sh - p_.pt), h1 = std::min(H, sh - p_.pt + p_.kh);
+      const std::int64_t ch = count(sh, p_.kh, H, p_.pt, p_.dpb, p_.include_pad);
+      for (std::int64_t ow = 0; ow < OW; ++ow) {
+        const std::int64_t sw = ow * p_.sw;
+        const std::int64_t w0 = std::max<std::int64_t>(0, sw - p_.pl), w1 = std::min(W, sw - p_.pl + p_.kw);
+        const std::int64_t cw = count(sw, p_.kw, W, p_.pl, p_.dpr, p_.include_pad);
+        const std::int64_t n = std::max<std::int64_t>(1, ch * cw);
+        std::fill(acc.begin(), acc.end(), 0);
+        for (std::int64_t h = h0; h < h1; ++h) {
+          for (std::int64_t w = w0; w < w1; ++w) {
+            const In* px = x + (h * W + w) * C;
+            for (std::int64_t k = 0; k < C; ++k) acc[static_cast<std::size_t>(k)] += px[k];
+          }
+        }
+        Out* py = y + (oh * OW + ow) * C;
+        for (std::int64_t k = 0; k < C; ++k) {
+          const std::int64_t t = acc[static_cast<std::size_t>(k)];
+          const std::int64_t q = (2 * (t < 0 ? -t : t) + n) / (2 * n);
+          py[k] = static_cast<Out>(t < 0 ? -q : q);
+        }
+      }
+    }
+  }
+
+  PoolParams p_{};
+  std::int32_t in_ = 0, out_ = 0;
+  Shape x_, y_;
+};
+
+// -- float32 elementwise ----------------------------------------------------------------
+
+class BinaryF32 final : public Kernel {
+ public:
+  BinaryF32(const Ctx& c, dnnl::algorithm alg) {
+    c.arity(2, 2, 1);
+    for (std::size_t i = 0; i < 2; ++i) c.dtype(c.in(i), ACCEL_FLOAT32, "inputs");
+    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
+    const Shape& s = c.out(0).spec.shape;
+    if (c.in(0).spec.shape != s || c.in(1).spec.shape != s) c.fail("inputs and output must have one shape");
+    if (s.rank() < 1 || s.elements() == 0) c.fail("empty or scalar tensors are not supported");
+    md_ = dnnl::memory::desc({static_cast<std::int64_t>(s.elements())}, dt::f32, tag::a);
+    onednn::guard("binary " + c.n.name, [&] {
+      dnnl::binary::primitive_desc pd(onednn::engine(), alg, md_, md_, md_, user_scratchpad());
+      prim_.set<dnnl::binary>(pd);
+    });
+    ins = {c.n.inputs[0], c.n.inputs[1]};
+    outs = {c.n.outputs[0]};
+    scratch_bytes = prim_.scratch;
+  }
+
+  void run(Exec& e) const override {
+    const auto& eng = onednn::engine();
+    prim_.exec(e, {{DNNL_ARG_SRC_0, dnnl::memory(md_, eng, e.ptr[ins[0]])},
+                   {DNNL_ARG_SRC_1, dnnl::memory(md_, eng, e.ptr[ins[1]])},
+                   {DNNL_ARG_DST, dnnl::memory(md_, eng, e.ptr[outs[0]])}});
+  }
+
+ private:
+  Prim prim_;
+  dnnl::memory::desc md_;
+};
+
+class ActivationF32 final : public Kernel {
+ public:
+  explicit ActivationF32(const Ctx& c) {
+    c.arity(1, 1, 1);
+    c.dtype(c.in(0), ACCEL_FLOAT32, "input");
+    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
+    const Shape& s = c.out(0).spec.shape;
+    if (c.in(0).spec.shape != s) c.fail("input and output must have one shape");
+    act_ = c.integer("activation", 1, 2);
+    hi_ = static_cast<float>(c.n.attrs.number("act_max"));
+    if (act_ == 2 && !(hi_ > 0.f && std::isfinite(hi_))) c.fail("bounded relu needs act_max > 0");
+    n_ = s.elements();
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    float* y = static_cast<float*>(e.ptr[outs[0]]);
+    if (n_ && y != e.ptr[ins[0]]) std::memcpy(y, e.ptr[ins[0]], n_ * sizeof(float));
+    activate(y, n_, act_, hi_);
+  }
+
+ private:
+  std::int64_t act_ = 1;
+  float hi_ = 0.f;
+  std::size_t n_ = 0;
+};
+
+// -- data movement ------------------------------------------------------------------------
+
+class Reshape final : public Kernel {
+ public:
+  explicit Reshape(const Ctx& c) {
+    c.arity(1, 1, 1);
+    if (c.in(0).spec.dtype != c.out(0).spec.dtype || c.in(0).nbytes != c.out(0).nbytes) c.fail("reshape must keep dtype and size");
+    bytes_ = c.out(0).nbytes;
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+  void run(Exec& e) const override {
+    if (bytes_) std::memcpy(e.ptr[outs[0]], e.ptr[ins[0]], bytes_);
+  }
+
+ private:
+  std::size_t bytes_ = 0;
+};
+
+class Concatenate final : public Kernel {
+ public:
+  explicit Concatenate(const Ctx& c) {
+    c.arity(1, 1u << 16, 1);
+    const auto& y = c.out(0).spec;
+    const std::int64_t axis = c.integer("axis", 0, std::max(0, y.shape.rank() - 1));
+    if (y.shape.rank() < 1) c.fail("cannot concatenate scalars");
+    std::size_t outer = 1, inner = accel_sdk::dtype_size(y.dtype);
+    for (int d = 0; d < axis; ++d) outer *= static_cast<std::size_t>(y.shape[d]);
+    for (int d = static_cast<int>(axis) + 1; d < y.shape.rank(); ++d) inner *= static_cast<std::size_t>(y.shape[d]);
+    std::int64_t total = 0;
+    for (std::size_t i = 0; i < c.n.inputs.size(); ++i) {
+      const auto& x = c.in(i).spec;
+      if (x.dtype != y.dtype || x.shape.rank() != y.shape.rank()) c.fail("input " + std::to_string(i) + " does not fit the output");
+      for (int d = 0; d < y.shape.rank(); ++d) {
+        if (d != axis && x.shape[d] != y.shape[d]) c.fail("input " + std::to_string(i) + " " + x.shape.str() + " does not fit " + y.shape.str());
+      }
+      total += x.shape[static_cast<int>(axis)];
+      chunks_.push_back(static_cast<std::size_t>(x.shape[static_cast<int>(axis)]) * inner);
+      ins.push_back(c.n.inputs[i]);
+    }
+    if (total != y.shape[static_cast<int>(axis)]) c.fail("inputs do not add up to the output along the axis");
+    outer_ = outer;
+    row_ = static_cast<std::size_t>(total) * inner;
+    outs = {c.n.outputs[0]};
+  }
+  void run(Exec& e) const override {
+    auto* y = static_cast<std::uint8_t*>(e.ptr[outs[0]]);
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      const auto* x = static_cast<const std::uint8_t*>(e.ptr[ins[i]]);
+      for (std::size_t o = 0; o < outer_; ++o) std::memcpy(y + o * row_ + at, x + o * chunks_[i], chunks_[i]);
+      at += chunks_[i];
+    }
+  }
+
+ private:
+  std::vector<std::size_t> chunks_;
+  std::size_t outer_ = 1, row_ = 0;
+};
+
+// -- quantized: requantize and qnn.add (accel.quant's arithmetic) -------------------------
+
+// The requantize attributes of a node: multipliers per channel (or one), zero points, clamp.
+struct Requant {
+  std::vector<std::int32_t> m, shift, z_in;
+  std::int64_t z_out = 0, lo = 0, hi = 0;
+
+  static Requant read(const Ctx& c, std::size_t channels, std::int32_t out_dtype) {
+    Requant r;
+    const auto& m = c.n.attrs.ints("multiplier");
+    const auto& s = c.n.attrs.ints("shift");
+    const auto& z = c.n.attrs.ints("input_zero_point");
+    if (m.size() != s.size() || (m.size() != 1 && m.size() != channels) || (z.size() != 1 && z.size() != m.size())) {
+      c.fail("requantize parameters do not fit " + std::to_string(channels) + " channels");
+    }
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (!quant::valid_multiplier(m[i], s[i])) c.fail("invalid fixed-point multiplier");
+      r.m.push_back(static_cast<std::int32_t>(m[i]));
+      r.shift.push_back(static_cast<std::int32_t>(s[i]));
+    }
+    for (std::int64_t v : z) {
+      if (v < quant::kInt32Min || v > quant::kInt32Max) c.fail("input zero point out of range");
+      r.z_in.push_back(static_cast<std::int32_t>(v));
+    }
+    std::int64_t dlo = 0, dhi = 0;
+    switch (out_dtype) {
+      case ACCEL_UINT8: dlo = 0, dhi = 255; break;
+      case ACCEL_INT8: dlo = -128, dhi = 127; break;
+      case ACCEL_INT32: dlo = quant::kInt32Min, dhi = quant::kInt32Max; break;
+      default: c.fail("requantize output must be uint8, int8 or int32");
+    }
+    r.z_out = c.integer("output_zero_point", dlo, dhi);
+    r.lo = c.integer("clamp_min", dlo, dhi);
+    r.hi = c.integer("clamp_max", dlo, dhi);
+    if (r.lo > r.hi) c.fail("clamp_min > clamp_max");
+    return r;
+  }
+
+  // y[i] for x[i] of channel k.
+  std::int64_t apply(std::int64_t x, std::size_t k) const {
+    const std::size_t j = m.size() == 1 ? 0 : k;
+    const std::int64_t zi = z_in.size() == 1 ? z_in[0] : z_in[j];
+    const std::int64_t v = static_cast<std::int64_t>(quant::mbqm(quant::sat32(x - zi), m[j], shift[j])) + z_out;
+    return v < lo ? lo : (v > hi ? hi : v);
+  }
+};
+
+class RequantizeOp final : public Kernel {
+ public:
+  explicit RequantizeOp(const Ctx& c) {
+    c.arity(1, 1, 1);
+    const auto& x = c.in(0).spec;
+    const auto& y = c.out(0).spec;
+    if (x.shape != y.shape || x.shape.rank() < 1) c.fail("input and output must have one shape");
+    if (x.dtype != ACCEL_UINT8 && x.dtype != ACCEL_INT8 && x.dtype != ACCEL_INT32) c.fail("requantize input must be uint8, int8 or int32");
+    const std::int64_t axis = c.integer("axis", -1, x.shape.rank() - 1);
+    channels_ = axis < 0 ? 1 : static_cast<std::size_t>(x.shape[static_cast<int>(axis)]);
+    inner_ = 1;
+    for (int d = static_cast<int>(axis) + 1; axis >= 0 && d < x.shape.rank(); ++d) inner_ *= static_cast<std::size_t>(x.shape[d]);
+    r_ = Requant::read(c, channels_, y.dtype);
+    if (axis < 0 && r_.m.size() != 1) c.fail("per-tensor requantize has one multiplier");
+    n_ = x.shape.elements();
+    in_ = x.dtype;
+    out_ = y.dtype;
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    switch (in_) {
+      case ACCEL_UINT8: by_out<std::uint8_t>(e); break;
+      case ACCEL_INT8: by_out<std::int8_t>(e); break;
+      default: by_out<std::int32_t>(e); break;
+    }
+  }
+
+ private:
+  template <class In>
+  void by_out(Exec& e) const {
+    switch (out_) {
+      case ACCEL_UINT8: go<In, std::uint8_t>(e); break;
+      case ACCEL_INT8: go<In, std::int8_t>(e); break;
+      default: go<In, std::int32_t>(e); break;
+    }
+  }
+  template <class In, class Out>
+  void go(Exec& e) const {
+    const In* x = static_cast<const In*>(e.ptr[ins[0]]);
+    Out* y = static_cast<Out*>(e.ptr[outs[0]]);
+    for (std::size_t i = 0; i < n_; ++i) y[i] = static_cast<Out>(r_.apply(x[i], channels_ == 1 ? 0 : (i / inner_) % channels_));
+  }
+
+  Requant r_;
+  std::size_t channels_ = 1, inner_ = 1, n_ = 0;
+  std::int32_t in_ = 0, out_ = 0;
+};
+
+class QnnAdd final : public Kernel {
+ public:
+  explicit QnnAdd(const Ctx& c) {
+    c.arity(2, 2, 1);
+    const auto& y = c.out(0).spec;
+    if (y.dtype != ACCEL_UINT8 && y.dtype != ACCEL_INT8) c.fail("qnn.add output must be uint8 or int8");
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (c.in(i).spec.dtype != y.dtype || c.in(i).spec.shape != y.shape) c.fail("inputs and output must have one dtype and shape");
+    }
+    const auto& m = c.n.attrs.ints("multipliers", 3);
+    const auto& s = c.n.attrs.ints("shifts", 3);
+    const std::int64_t lo = y.dtype == ACCEL_UINT8 ? 0 : -128, hi = y.dtype == ACCEL_UINT8 ? 255 : 127;
+    const auto z = c.ints("zero_points", 3, lo, hi);
+    for (int i = 0; i < 3; ++i) {
+      if (!quant::valid_multiplier(m[i], s[i])) c.fail("invalid fixed-point multiplier");
+      m_[i] = static_cast<std::int32_t>(m[i]);
+      s_[i] = static_cast<std::int32_t>(s[i]);
+      z_[i] = z[i];
+    }
+    left_ = static_cast<int>(c.integer("left_shift", 0, 24));
+    lo_ = c.integer("clamp_min", lo, hi);
+    hi_ = c.integer("clamp_max", lo, hi);
+    n_ = y.shape.elements();
+    signed_ = y.dtype == ACCEL_INT8;
+    if (signed_) tabulate<std::int8_t>(); else tabulate<std::uint8_t>();
+    ins = {c.n.inputs[0], c.n.inputs[1]};
+    outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    const auto* a = static_cast<const std::uint8_t*>(e.ptr[ins[0]]);
+    const auto* b = static_cast<const std::uint8_t*>(e.ptr[ins[1]]);
+    auto* y = static_cast<std::uint8_t*>(e.ptr[outs[0]]);
+    const std::uint8_t* t = table_.data();
+    for (std::size_t i = 0; i < n_; ++i) y[i] = t[(static_cast<std::size_t>(a[i]) << 8) | b[i]];
+  }
+
+ private:
+  // Every result depends on the two 8-bit inputs only: the definition over all 2^16 pairs,
+  // indexed by their bit patterns.
+  template <class T>
+  void tabulate() {
+    table_.resize(1u << 16);
+    for (int a = 0; a < 256; ++a) {
+      for (int b = 0; b < 256; ++b) {
+        const std::int64_t va = static_cast<T>(a), vb = static_cast<T>(b);
+        const std::int64_t xa = quant::mbqm(quant::sat32((va - z_[0]) * (std::int64_t{1} << left_)), m_[0], s_[0]);
+        const std::int64_t xb = quant::mbqm(quant::sat32((vb - z_[1]) * (std::int64_t{1} << left_)), m_[1], s_[1]);
+        const std::int64_t v = static_cast<std::int64_t>(quant::mbqm(quant::sat32(xa + xb), m_[2], s_[2])) + z_[2];
+        const T out = static_cast<T>(v < lo_ ? lo_ : (v > hi_ ? hi_ : v));
+        std::memcpy(&table_[(static_cast<std::size_t>(a) << 8) | static_cast<std::size_t>(b)], &out, 1);
+      }
+    }
+  }
+
+  std::vector<std::uint8_t> table_;
+  std::int32_t m_[3] = {}, s_[3] = {};
+  std::int64_t z_[3] = {};
+  int left_ = 0;
+  std::int64_t lo_ = 0, hi_ = 0;
+  std::size_t n_ = 0;
+  bool signed_ = false;
+};
+
+// -- quantized convolution and dense -------------------------------------------------------
+
+// qnn.conv2d / qnn.dense (+ int32 bias, fused relu) + requantize: exact int32 accumulators
+// from oneDNN (accel_sdk/int_ops.hpp, exact on CPUs with and without VNNI), requantized
+// bit for bit by accel_sdk/requantize.hpp, band by band while they are in cache.
+class QnnConv final : public Kernel {
+ public:
+  QnnConv(const Ctx& c, bool dense) {
+    c.arity(2, 3, 1);
+    const auto& x = c.in(0);
+    const auto& w = c.in(1);
+    const auto& y = c.out(0);
+    c.activation(x, "data");
+    c.constant(w, "weights");
+    auto q8 = [&](const GraphTensor& t, const char* what) {
+      if (t.spec.dtype != ACCEL_UINT8 && t.spec.dtype != ACCEL_INT8) c.fail(std::string(what) + " must be uint8 or int8, got " + t.spec.describe());
+    };
+    q8(x, "data");
+    q8(w, "weights");
+    q8(y, "output");
+    onednn::IntConvSpec spec;
+    const Shape& xs = x.spec.shape;
+    const Shape& ws = w.spec.shape;
+    const Shape& ys = y.spec.shape;
+    std::int64_t O = 0;
+    if (dense) {
+      c.rank(x, 2, "data");
+      c.rank(w, 2, "weights");
+      c.rank(y, 2, "output");
+      O = ws[0];
+      if (ws[1] != xs[1] || ys != Shape{xs[0], O} || xs.elements() == 0 || ws.elements() == 0) {
+        c.fail("shapes " + xs.str() + " x " + ws.str() + " -> " + ys.str() + " do not fit");
+      }
+      spec = onednn::dense_spec(xs[0], xs[1], O, x.spec.dtype, 0, w.spec.dtype, w.data);
+    } else {
+      c.rank(x, 4, "data");
+      c.rank(w, 4, "weights");
+      c.rank(y, 4, "output");
+      const std::int64_t groups = c.integer("groups", 1, 1 << 20);
+      const Window win = conv_window(c, ws[1], ws[2]);
+      check_conv_shapes(c, xs, ws, ys, groups, win);
+      O = ws[0];
+      spec.shape.batch = 1;
+      spec.shape.in_h = xs[1];
+      spec.shape.in_w = xs[2];
+      spec.shape.in_channels = xs[3];
+      spec.shape.out_channels = O;
+      spec.shape.groups = groups;
+      spec.shape.window = {win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, win.pt, win.pl, win.pb, win.pr};
+      spec.data_dtype = x.spec.dtype;
+      spec.weight_dtype = w.spec.dtype;
+      spec.weights = w.data;
+      spec.weight_layout = onednn::WeightLayout::ohwi;
+    }
+    const std::int64_t xlo = x.spec.dtype == ACCEL_UINT8 ? 0 : -128;
+    spec.data_zero_point = static_cast<std::int32_t>(c.integer("data_zero_point", xlo, xlo + 255));
+    const std::int64_t wlo = w.spec.dtype == ACCEL_UINT8 ? 0 : -128;
+    const auto& wz = c.n.attrs.ints("weight_zero_point");
+    if (wz.size() != 1 && wz.size() != static_cast<std::size_t>(O)) c.fail("weight zero points must be 1 or one per output channel");
+    spec.weight_zero_points.clear();
+    for (std::int64_t z : wz) {
+      if (z < wlo || z > wlo + 255) c.fail("weight zero point outside the weight dtype's range");
+      spec.weight_zero_points.push_back(static_cast<std::int32_t>(z));
+    }
+    std::vector<std::int32_t> bias;
+    if (c.n.inputs.size() == 3) {
+      const auto& b = c.in(2);
+      c.constant(b, "bias");
+      c.dtype(b, ACCEL_INT32, "bias");
+      if (b.spec.shape != Shape{O}) c.fail("bias must be [" + std::to_string(O) + "], got " + b.spec.shape.str());
+      bias.resize(static_cast<std::size_t>(O));
+      std::memcpy(bias.data(), b.data, bias.size() * sizeof(std::int32_t));
+    }
+    // the requantize attributes (serializer.py): multipliers per channel or one, accumulators' zero point 0
+    const Requant r = Requant::read(c, static_cast<std::size_t>(O), y.spec.dtype);
+    for (std::int32_t z : r.z_in) {
+      if (z != 0) c.fail("the accumulators' zero point must be 0");
+    }
+    std::vector<quant::Multiplier> ms;
+    for (std::size_t i = 0; i < r.m.size(); ++i) ms.push_back({r.m[i], r.shift[i]});
+    quant::ChannelRequantizer rq(static_cast<std::size_t>(O), ms, static_cast<std::int32_t>(r.z_out),
+                                 static_cast<std::int32_t>(r.lo), static_cast<std::int32_t>(r.hi), bias);
+    const int threads = static_cast<int>(c.n.attrs.integer("threads"));
+    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype, threads);
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }
+
+ private:
+  std::unique_ptr<onednn::IntConvRequantize> op_;
+};
+
+// -- the runtime --------------------------------------------------------------------------
+
+std::unique_ptr<Kernel> make_kernel(const Ctx& c) {
+  const std::string& k = c.n.kernel;
+  if (k == "conv2d") return std::make_unique<ConvF32>(c);
+  if (k == "dense") return std::make_unique<DenseF32>(c);
+  if (k == "qnn_conv2d") return std::make_unique<QnnConv>(c, false);
+  if (k == "qnn_dense") return std::make_unique<QnnConv>(c, true);
+  if (k == "pool2d") {
+    if (c.n.inputs.size() == 1 && c.in(0).spec.dtype == ACCEL_INT32) return std::make_unique<PoolInt>(c, false);
+    return std::make_unique<PoolOneDnn>(c);
+  }
+  if (k == "qnn_avg_pool2d") return std::make_unique<PoolInt>(c, true);
+  if (k == "add") return std::make_unique<BinaryF32>(c, dnnl::algorithm::binary_add);
+  if (k == "maximum") return std::make_unique<BinaryF32>(c, dnnl::algorithm::binary_max);
+  if (k == "activation") return std::make_unique<ActivationF32>(c);
+  if (k == "reshape") return std::make_unique<Reshape>(c);
+  if (k == "concatenate") return std::make_unique<Concatenate>(c);
+  if (k == "requantize") return std::make_unique<RequantizeOp>(c);
+  if (k == "qnn_add") return std::make_unique<QnnAdd>(c);
+  c.fail("unknown kernel");
+}
+
+class AclRuntime {
+ public:
+  static std::unique_ptr<AclRuntime> create(accel_sdk::BlobReader& blob) {
+    auto rt = std::unique_ptr<AclRuntime>(new AclRuntime());
+    rt->load(blob);
+    return rt;
+  }
+
+  void run(const std::vector<TensorView>& inputs, std::vector<TensorView>& outputs) const {
+    accel_sdk::check_tensors("input", inputs, in_specs_);
+    accel_sdk::check_tensors("output", outputs, out_specs_);
+    onednn::ThreadScope threads(threads_);
+    std::unique_ptr<Buffer> arena = take_arena();
+    std::vector<void*> ptr(base_ptr_);
+    for (std::size_t i = 0; i < inputs.size(); ++i) ptr[in_ids_[i]] = inputs[i].data();
+    for (std::size_t i = 0; i < outputs.size(); ++i) ptr[out_ids_[i]] = outputs[i].data();
+    for (const auto& [id, off] : arena_at_) ptr[id] = arena->data() + off;
+    onednn::Stream stream;
+    for (std::size_t k = 0; k < kernels_.size(); ++k) {
+      Exec e{stream.get(), ptr, arena->data() + scratch_at_[k]};
+      const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      onednn::guard("run " + names_[k], [&] { kernels_[k]->run(e); });
+      if (profile_) {
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "acl profile %8.1f us  %s\n", us, names_[k].c_str());
+      }
+    }
+    stream.wait();
+    give_arena(std::move(arena));
+  }
+
+ private:
+  void load(accel_sdk::BlobReader& blob) {
+    const GraphBlob g = GraphBlob::parse(blob, {"acl", kKindVersion, kKindVersion});
+    const auto& nodes = g.nodes();
+    if (nodes.empty()) throw BlobError("an acl blob has at least one node");
+    threads_ = static_cast<int>(nodes[0].attrs.integer("threads"));
+    profile_ = std::getenv("ACCEL_ACL_PROFILE") != nullptr;  // per-kernel times on stderr
+    for (const auto& n : nodes) {
+      if (n.attrs.integer("threads") != threads_ || threads_ < 0 || threads_ > 1024) n.fail("threads must be one value in [0, 1024]");
+    }
+    onednn::ThreadScope threads(threads_);
+    in_ids_ = g.inputs();
+    out_ids_ = g.outputs();
+    in_specs_ = g.input_specs();
+    out_specs_ = g.output_specs();
+    const std::size_t nt = g.tensors().size();
+    base_ptr_.assign(nt, nullptr);
+    for (const auto& n : nodes) {
+      Ctx c{g, n};
+      kernels_.push_back(make_kernel(c));
+      names_.push_back(n.name + " (" + n.kernel + ")");
+    }
+    plan(g);
+  }
+
+  // Arena offsets: each intermediate lives from the kernel writing it to its last reader;
+  // a freed range is reused (first fit). Each kernel's scratch lives while it runs.
+  void plan(const GraphBlob& g) {
+    const std::size_t nt = g.tensors().size();
+    std::vector<bool> external(nt, false);
+    for (auto id : in_ids_) external[id] = true;
+    for (auto id : out_ids_) external[id] = true;
+    constexpr std::size_t kNever = static_cast<std::size_t>(-1);
+    std::vector<std::size_t> last(nt, kNever);
+    for (std::size_t k = 0; k < kernels_.size(); ++k) {
+      for (auto id : kernels_[k]->ins) last[id] = k;
+    }
+    // constants read at run time (not packed into a primitive): owned copies
+    for (const auto& kern : kernels_) {
+      for (auto id : kern->ins) {
+        const GraphTensor& t = g.tensor(id);
+        if (t.constant() && base_ptr_[id] == nullptr) {
+          consts_.emplace_back(t.nbytes);
+          if (t.nbytes) std::memcpy(consts_.back().data(), t.data, t.nbytes);
+          base_ptr_[id] = consts_.back().data();
+        }
+      }
+    }
+    std::vector<std::pair<std::size_t, std::size_t>> free_list;  // offset, size
+    std::size_t end = 0;
+    auto alloc = [&](std::size_t n) {
+      n = align_up(std::max<std::size_t>(n, 1));
+      for (auto it = free_list.begin(); it != free_list.end(); ++it) {
+        if (it->second >= n) {
+          const std::size_t at = it->first;
+          it->first += n;
+          it->second -= n;
+          if (it->second == 0) free_list.erase(it);
+          return at;
+        }
+      }
+      const std::size_t at = end;
+      end += n;
+      return at;
+    };
+    auto release = [&](std::size_t at, std::size_t n) {
+      free_list.emplace_back(at, align_up(std::max<std::size_t>(n, 1)));
+      std::sort(free_list.begin(), free_list.end());
+      std::vector<std::pair<std::size_t, std::size_t>> merged;
+      for (const auto& f : free_list) {
+        if (!merged.empty() && merged.back().first + merged.back().second == f.first) merged.back().second += f.second;
+        else merged.push_back(f);
+      }
+      free_list.swap(merged);
+    };
+    std::unordered_map<std::uint32_t, std::size_t> at, live;
+    scratch_at_.resize(kernels_.size());
+    for (std::size_t k = 0; k < kernels_.size(); ++k) {
+      for (auto id : kernels_[k]->outs) {
+        if (!external[id]) at[id] = live[id] = alloc(g.tensor(id).nbytes);
+      }
+      scratch_at_[k] = alloc(kernels_[k]->scratch_bytes);
+      release(scratch_at_[k], kernels_[k]->scratch_bytes);
+      std::vector<std::uint32_t> dead;
+      for (auto id : kernels_[k]->ins) {
+        if (last[id] == k) dead.push_back(id);
+      }
+      for (auto id : kernels_[k]->outs) {
+        if (last[id] == kNever) dead.push_back(id);  // written, never read here
+      }
+      for (auto id : dead) {
+        auto it = live.find(id);
+        if (it != live.end()) {
+          release(it->second, g.tensor(id).nbytes);
+          live.erase(it);
+        }
+      }
+    }
+    arena_bytes_ = end;
+    arena_at_.assign(at.begin(), at.end());
+  }
+
+  std::unique_ptr<Buffer> take_arena() const {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!arenas_.empty()) {
+        auto a = std::move(arenas_.back());
+        arenas_.pop_back();
+        return a;
+      }
+    }
+    return std::make_unique<Buffer>(std::max<std::size_t>(arena_bytes_, kAlign));
+  }
+  void give_arena(std::unique_ptr<Buffer> a) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (arenas_.size() < 8) arenas_.push_back(std::move(a));
+  }
+
+  int threads_ = 0;
+  bool profile_ = false;
+  std::vector<std::uint32_t> in_ids_, out_ids_;
+  std::vector<TensorSpec> in_specs_, out_specs_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<std::string> names_;
+  std::vector<Buffer> consts_;
+  std::vector<void*> base_ptr_;
+  std::vector<std::pair<std::uint32_t, std::size_t>> arena_at_;
+  std::vector<std::size_t> scratch_at_;
+  std::size_t arena_bytes_ = 0;
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<Buffer>> arenas_;
+};
+
+}  // namespace
+
+ACCEL_SDK_RUNTIME_MODULE(_runtime, "acl", AclRuntime)

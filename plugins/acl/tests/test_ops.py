@@ -1,0 +1,112 @@
+"""Every composite and op of acl's table against accel's reference, over a grid of shapes, strides,
+paddings, dtypes and scales (float32 within 1e-5; quantized bit-exact). test_forced_isa reruns this
+module with oneDNN limited to AVX2 (no AVX-512, no VNNI), the other kind of machine acl runs on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import acl_cases as cases
+import pytest
+from acl_helpers import check
+
+CONVS = [
+    # shape, out, kernel, strides, padding, dilation, groups, act, pad
+    ((1, 8, 12, 11), 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, "relu", None),
+    ((1, 3, 17, 15), 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, None, None),
+    ((1, 16, 9, 9), 24, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, "relu6", None),
+    ((1, 8, 10, 13), 8, (3, 2), (2, 1), (0, 2, 1, 0), (2, 3), 1, "bounded", (1, 0, 0, 2)),
+    ((1, 12, 11, 10), 12, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 12, "relu6", None),
+    ((1, 12, 11, 10), 12, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 12, None, (0, 0, 1, 1)),
+    ((1, 16, 13, 12), 16, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 16, "relu", None),
+    ((1, 16, 13, 12), 16, (5, 5), (2, 2), (2, 1, 2, 1), (1, 1), 16, None, None),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(("shape", "out", "kernel", "strides", "padding", "dilation", "groups", "act", "pad"), CONVS)
+def test_conv2d_fp32(shape, out, kernel, strides, padding, dilation, groups, act, pad, bias):
+    g = cases.conv_fp32(
+        shape,
+        out,
+        kernel,
+        strides=strides,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+        bias=bias,
+        act=act,
+        pad=pad,
+    )
+    check(g)
+
+
+QCONVS = [
+    # shape, out, kernel, strides, padding, dilation, groups, pad
+    ((1, 8, 10, 9), 12, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, None),
+    ((1, 3, 17, 15), 16, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, None),
+    ((1, 32, 7, 6), 40, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, None),
+    ((1, 64, 6, 6), 24, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, None),  # sums past 2^24 / 255 per part
+    ((1, 8, 10, 13), 8, (3, 2), (2, 1), (0, 2, 1, 0), (2, 3), 1, (1, 0, 0, 2)),
+    ((1, 12, 11, 10), 12, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 12, None),
+    ((1, 12, 11, 10), 12, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 12, (0, 0, 1, 1)),
+    ((1, 16, 13, 12), 16, (5, 5), (2, 2), (2, 1, 2, 1), (1, 1), 16, None),
+]
+
+
+@pytest.mark.parametrize(("dtype", "per_channel", "relu"), [("uint8", True, False), ("int8", False, True)])
+@pytest.mark.parametrize(("shape", "out", "kernel", "strides", "padding", "dilation", "groups", "pad"), QCONVS)
+def test_qnn_conv2d(shape, out, kernel, strides, padding, dilation, groups, pad, dtype, per_channel, relu):
+    g = cases.qnn_conv(
+        shape,
+        out,
+        kernel,
+        dtype=dtype,
+        per_channel=per_channel,
+        strides=strides,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+        relu=relu,
+        pad=pad,
+    )
+    check(g)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_qnn_dense(dtype, per_channel):
+    check(cases.qnn_dense(dtype, per_channel))
+
+
+def test_network_fp32():
+    check(cases.network_fp32())
+
+
+def test_l2_pool():
+    check(cases.l2_pool())
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qnn_ops(dtype):
+    check(cases.qnn_network(dtype, conv=False))
+    check(cases.qnn_network(dtype))
+
+
+@pytest.mark.skipif(os.environ.get("ONEDNN_MAX_CPU_ISA") is not None, reason="already running with a forced ISA")
+def test_forced_isa():
+    """This module again with ONEDNN_MAX_CPU_ISA=AVX2: the kernels a CPU without AVX-512 and VNNI runs."""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    here = Path(__file__).parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__)), "-k", "not forced_isa"],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
