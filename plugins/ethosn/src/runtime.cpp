@@ -494,8 +494,12 @@ class LinearCommand : public Command {
     const auto& win = spec.shape.window;
     const bool bandable = win.pt < win.kh && win.pb < win.kh;
     const int n = bandable ? dnn::resolve_threads(threads) : 1;
-    const std::int64_t oh = spec.shape.out_h();
-    const std::int64_t band_rows = n <= 1 ? -1 : std::max<std::int64_t>(1, (oh + 4 * n - 1) / (4 * n));
+    // Bands of about 64 KiB of accumulators (two weight parts assumed), so each band's requantize reads
+    // them from cache; with several threads at least one band per thread.
+    const std::int64_t oh = spec.shape.out_h(), ow = spec.shape.out_w();
+    std::int64_t rows = std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, ow * spec.shape.out_channels * 8));
+    if (n > 1) rows = std::min<std::int64_t>(rows, (oh + n - 1) / n);
+    const std::int64_t band_rows = bandable ? std::min(rows, oh) : -1;
     op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, n, band_rows);
   }
   void run(Buffers& b) const override { op_->run(b.ptr[x_], b.ptr[y_]); }
