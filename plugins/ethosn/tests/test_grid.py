@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from accel_ethosn import EthosnBackend, EthosnOptions, _runtime
 from accel_sdk.testing import random_inputs
-from qgraphs import dq_act_q, qconv, qdense, qt, widen_avg
+from ethosn_graphs import dq_act_q, qconv, qdense, qt, widen_avg
 
 from accel.builder import GraphBuilder
 from accel.executor import ReferenceExecutor

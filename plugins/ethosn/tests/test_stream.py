@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from accel_ethosn import EthosnBackend, EthosnOptions, _runtime
 from accel_ethosn.compiler import ARENA, GATHER, compile_partition
-from test_conformance import int8_pools_and_moves
+from ethosn_cases import int8_pools_and_moves
 
 from accel.partition import partition_graph
 

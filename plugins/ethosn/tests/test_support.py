@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from accel_ethosn import EthosnBackend, EthosnOptions, support
+from ethosn_graphs import qt
 from pydantic import ValidationError
-from qgraphs import qt
 
 import accel
 from accel.builder import GraphBuilder

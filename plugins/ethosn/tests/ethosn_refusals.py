@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from accel_sdk.testing import Refusal
-from qgraphs import dq_act_q, qconv, qt
+from ethosn_graphs import dq_act_q, qconv, qt
 
 from accel.builder import GraphBuilder
 from accel.ir import QuantParams, TensorType
