@@ -150,6 +150,7 @@ class LutCommand : public Command {
       : x_(x), y_(y), n_(tx.spec.shape.elements()), channels_(per_channel ? channels_of(tx) : 1), table_(table.as<std::uint8_t>()) {
     if (!is_8bit(tx) || !is_8bit(ty)) bad("lut: input and output must be uint8 or int8");
     if (tx.spec.shape != ty.spec.shape) bad("lut: input " + tx.spec.describe() + " and output " + ty.spec.describe() + " differ in shape");
+    if (channels_ == 0) bad("lut: a per-channel table for a tensor without channels");
     if (table.dtype != ACCEL_UINT8 || table.elements != channels_ * 256) {
       bad("lut: table of " + std::to_string(table.elements) + " bytes, expected " + std::to_string(channels_ * 256));
     }
