@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -114,11 +115,12 @@ def main() -> None:
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
     console = Console()
-    from accel_acl import _runtime
+    import accel_acl  # not its runtime module: the backend loads it (after choosing the OpenMP wait policy)
 
     console.print(
-        f"accel {accel.__version__}, accel-acl ({_runtime.__name__}), onnxruntime {ort.__version__}, "
-        f"VNNI: {'yes' if cpu_has_vnni() else 'no (ORT with session.x64quantprecision=1)'}"
+        f"accel {accel.__version__}, accel-acl {accel_acl.__version__}, onnxruntime {ort.__version__}, "
+        f"VNNI: {'yes' if cpu_has_vnni() else 'no (ORT with session.x64quantprecision=1)'}, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(acl: PASSIVE)')}"
     )
     rng = np.random.default_rng(0)
     r = args.resolution
