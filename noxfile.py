@@ -91,8 +91,9 @@ def demo(session: nox.Session) -> None:
     WHEELHOUSE.mkdir(exist_ok=True)
     links = " ".join([str(WHEELHOUSE), *filter(None, [os.environ.get("PIP_FIND_LINKS")])])
     env = {"PIP_FIND_LINKS": links}
-    folders = ["./core", "./sdk", "./plugins/ethosn", "./plugins/acl"]
-    session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), *folders, env=env)
+    # core and sdk first: the plugins' isolated builds take accel-sdk from the wheelhouse
+    for folders in (["./core", "./sdk"], ["./plugins/ethosn", "./plugins/acl"]):
+        session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), *folders, env=env)
     session.run(
         "python", "-m", "pip", "install", "--find-links", str(WHEELHOUSE),
         "accel-core", "accel-ethosn", "accel-acl", "onnxruntime",
