@@ -63,30 +63,23 @@ def _cmake() -> str:
 
 
 def probe_path() -> Path:
-    """The built extension (built on first use)."""
+    """The built extension (built on first use, in a folder under build_dir())."""
     _require()
     folder = build_dir()
     done = folder / "done"
     if not done.exists():
-        work = Path(tempfile.mkdtemp(prefix="build-", dir=folder.parent))
+        folder.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="build-", dir=folder))
         env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "1"))
-        gen = ["-G", "Ninja"] if shutil.which("ninja") or (Path(sys.executable).parent / "ninja").exists() else []
-        if gen and not shutil.which("ninja"):
-            gen += [f"-DCMAKE_MAKE_PROGRAM={Path(sys.executable).parent / 'ninja'}"]
+        ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
+        gen = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if Path(ninja).exists() else []
         steps = [
             [
-                _cmake(),
-                "-S",
-                str(SOURCES),
-                "-B",
-                str(work),
-                *gen,
-                "-DCMAKE_BUILD_TYPE=Release",
-                f"-Daccel_sdk_DIR={accel_sdk.get_cmake_dir()}",
-                f"-DPython_EXECUTABLE={sys.executable}",
+                _cmake(), "-S", str(SOURCES), "-B", str(work), *gen, "-DCMAKE_BUILD_TYPE=Release",
+                f"-Daccel_sdk_DIR={accel_sdk.get_cmake_dir()}", f"-DPython_EXECUTABLE={sys.executable}",
             ],
             [_cmake(), "--build", str(work)],
-        ]
+        ]  # fmt: skip
         for cmd in steps:
             result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
             if result.returncode != 0:
@@ -95,11 +88,23 @@ def probe_path() -> Path:
                     f"building the oneDNN probe failed:\n{' '.join(cmd)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
                 )
         built = next(work.glob("_sdk_onednn_probe*" + sysconfig.get_config_var("EXT_SUFFIX")))
-        folder.mkdir(exist_ok=True)
-        os.replace(built, folder / built.name)  # atomic: a concurrent run sees the old state or the whole file
-        done.write_text(built.name)
-        shutil.rmtree(work, ignore_errors=True)
+        # the build folder stays (cmake --install needs it); the marker names it
+        tmp = folder / f"done-{os.getpid()}"
+        tmp.write_text(str(built.relative_to(folder)))
+        os.replace(tmp, done)  # atomic: a concurrent run sees no marker or a whole one
     return folder / done.read_text()
+
+
+def install(prefix: Path) -> None:
+    """cmake --install the probe under prefix (as a wheel's files land in site-packages)."""
+    result = subprocess.run(
+        [_cmake(), "--install", str(probe_path().parent), "--prefix", str(prefix)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"installing the oneDNN probe failed:\n{result.stdout}\n{result.stderr}")
 
 
 def probe() -> ModuleType:

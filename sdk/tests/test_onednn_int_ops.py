@@ -244,3 +244,45 @@ def test_capped_isa_in_subprocess(isa):
         [sys.executable, "-c", code], cwd=Path(__file__).parent, env=env, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("band_rows", [-1, 4])
+def test_one_op_runs_from_several_threads_at_once(band_rows):
+    """run() is const: four Python threads share one IntConvRequantize, each gets the reference result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    p = probe()
+    rng = np.random.default_rng(9)
+    g = geometry(24, 20, 16, 24, p=1)
+    x0, w, zx, zw = random_case(rng, g, np.uint8, np.int8, True)
+    scales = rng.uniform(0.0005, 0.002, size=g["oc"]).astype(np.float32)
+    bias = rng.integers(-3000, 3000, size=g["oc"]).astype(np.int32)
+    op = p.ConvOp(g, x0, w, zx, zw, scales.tolist(), 0.1, 7, bias.tolist(), 2, band_rows)
+    inputs = [rng.integers(0, 256, size=x0.shape).astype(np.uint8) for _ in range(8)]
+    wants = [
+        quant.requantize(
+            (reference(g, x, w, zx, zw) + bias).astype(np.int32), scales, 0, np.float32(0.1), 7, np.uint8, axis=1
+        )
+        for x in inputs
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            for got, want in zip(pool.map(op.run, inputs), wants):
+                np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("data_dtype", "weight_dtype"), [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)]
+)
+def test_dense_spec_matches_qnn_dense(data_dtype, weight_dtype):
+    """dense_spec: (x − z_x) @ (w − z_w).T with per-channel weight zero points, worst case included."""
+    p = probe()
+    rng = np.random.default_rng(4)
+    for m, k, n in ((1, 64, 10), (17, 1000, 33), (4, 4096, 8)):
+        for worst in (False, True):
+            g = geometry(1, m, k, n, k=1)
+            x, w, zx, zw = random_case(rng, g, data_dtype, weight_dtype, weight_dtype == np.uint8, worst)
+            x2, w2 = x.reshape(m, k), w.reshape(n, k)
+            want = (x2.astype(np.int64) - zx) @ (w2.astype(np.int64) - np.asarray(zw).reshape(-1, 1)).T
+            acc, parts = p.int_dense(x2, w2, zx, zw, 2)
+            np.testing.assert_array_equal(summed(acc, parts, n), want)

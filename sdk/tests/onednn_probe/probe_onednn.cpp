@@ -1,4 +1,5 @@
 // A pybind11 module driving accel_sdk/onednn.hpp, requantize.hpp and int_ops.hpp for sdk/tests.
+#include <accel_sdk/float_ops.hpp>
 #include <accel_sdk/int_ops.hpp>
 #include <accel_sdk/onednn.hpp>
 #include <accel_sdk/requantize.hpp>
@@ -7,6 +8,9 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -70,18 +74,25 @@ std::int32_t dtype_code(const py::array& a) {
 }
 
 // geometry: dict with batch, h, w, c, oc, groups, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr
+onednn::ConvShape shape_of(const py::dict& g) {
+  auto get = [&](const char* k) { return g[k].cast<std::int64_t>(); };
+  onednn::ConvShape s;
+  s.batch = get("batch");
+  s.in_h = get("h");
+  s.in_w = get("w");
+  s.in_channels = get("c");
+  s.out_channels = get("oc");
+  s.groups = get("groups");
+  s.window = {get("kh"), get("kw"), get("sh"), get("sw"), get("dh"), get("dw"),
+              get("pt"), get("pl"), get("pb"), get("pr")};
+  s.validate();
+  return s;
+}
+
 onednn::IntConvSpec conv_spec(const py::dict& g, const py::array& data, const py::array& weights, int zx,
                               const std::vector<std::int32_t>& zw, const std::string& layout) {
   onednn::IntConvSpec s;
-  auto get = [&](const char* k) { return g[k].cast<std::int64_t>(); };
-  s.shape.batch = get("batch");
-  s.shape.in_h = get("h");
-  s.shape.in_w = get("w");
-  s.shape.in_channels = get("c");
-  s.shape.out_channels = get("oc");
-  s.shape.groups = get("groups");
-  s.shape.window = {get("kh"), get("kw"), get("sh"), get("sw"), get("dh"), get("dw"),
-                    get("pt"), get("pl"), get("pb"), get("pr")};
+  s.shape = shape_of(g);
   s.data_dtype = dtype_code(data);
   s.data_zero_point = zx;
   s.weight_dtype = dtype_code(weights);
@@ -90,7 +101,6 @@ onednn::IntConvSpec conv_spec(const py::dict& g, const py::array& data, const py
                     : layout == "hwio" ? onednn::WeightLayout::hwio
                                        : onednn::WeightLayout::ohwi;
   s.weight_zero_points = zw;
-  s.shape.validate();
   if (static_cast<std::size_t>(weights.size()) != s.shape.weight_count()) throw std::invalid_argument("weight size");
   return s;
 }
@@ -133,6 +143,145 @@ py::tuple int_conv_requantize(const py::dict& g, const py::array& data, const py
   return py::make_tuple(out, op.banded(), op.conv().band_count());
 }
 
+std::vector<onednn::PostOp> post_ops(const std::vector<std::tuple<std::string, float, float>>& ops) {
+  std::vector<onednn::PostOp> out;
+  for (const auto& [kind, lo, hi] : ops) {
+    if (kind == "relu") out.push_back(onednn::PostOp::relu());
+    else if (kind == "clip") out.push_back(onednn::PostOp::clip(lo, hi));
+    else if (kind == "sigmoid") out.push_back(onednn::PostOp::sigmoid());
+    else if (kind == "tanh") out.push_back(onednn::PostOp::tanh());
+    else if (kind == "gelu_tanh") out.push_back(onednn::PostOp::gelu_tanh());
+    else throw std::invalid_argument("unknown post-op " + kind);
+  }
+  return out;
+}
+
+// x in `layout` (nhwc/nchw), w in weight layout; returns (out in `layout`, impl, reorders at entry/exit)
+py::tuple float_conv(const py::dict& g, const py::array_t<float, py::array::c_style>& x,
+                     const py::array_t<float, py::array::c_style>& w, const std::optional<py::array_t<float>>& bias,
+                     const std::vector<std::tuple<std::string, float, float>>& ops, const std::string& layout,
+                     const std::string& weight_layout, int threads, int repeat) {
+  onednn::FloatConvSpec spec;
+  const onednn::ConvShape geo = shape_of(g);
+  if (static_cast<std::size_t>(w.size()) != geo.weight_count()) throw std::invalid_argument("weight size");
+  spec.shape = geo;
+  spec.weights = w.data();
+  spec.weight_layout = weight_layout == "oihw" ? onednn::WeightLayout::oihw
+                       : weight_layout == "hwio" ? onednn::WeightLayout::hwio
+                                                 : onednn::WeightLayout::ohwi;
+  spec.bias = bias ? bias->data() : nullptr;
+  spec.post_ops = post_ops(ops);
+  spec.layout = layout == "nchw" ? onednn::Layout::nchw : onednn::Layout::nhwc;
+  onednn::FloatConv conv(spec, threads);
+  if (static_cast<std::size_t>(x.size()) != static_cast<std::size_t>(geo.batch * geo.in_h * geo.in_w * geo.in_channels)) {
+    throw std::invalid_argument("data size");
+  }
+  std::vector<py::ssize_t> shape = layout == "nchw"
+                                       ? std::vector<py::ssize_t>{geo.batch, geo.out_channels, geo.out_h(), geo.out_w()}
+                                       : std::vector<py::ssize_t>{geo.batch, geo.out_h(), geo.out_w(), geo.out_channels};
+  py::array_t<float> out(shape);
+  float* dst = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (int i = 0; i < repeat; ++i) conv.run(x.data(), dst);
+  }
+  return py::make_tuple(out, conv.impl(), conv.src_desc() != conv.user_src_desc(), conv.dst_desc() != conv.user_dst_desc());
+}
+
+py::tuple float_dense(const py::array_t<float, py::array::c_style>& x, const py::array_t<float, py::array::c_style>& w,
+                      const std::optional<py::array_t<float>>& bias,
+                      const std::vector<std::tuple<std::string, float, float>>& ops, int threads) {
+  onednn::FloatDenseSpec spec;
+  spec.m = x.shape(0);
+  spec.k = x.shape(1);
+  spec.n = w.shape(0);
+  if (w.shape(1) != spec.k) throw std::invalid_argument("weight shape");
+  spec.weights = w.data();
+  spec.bias = bias ? bias->data() : nullptr;
+  spec.post_ops = post_ops(ops);
+  onednn::FloatDense dense(spec, threads);
+  py::array_t<float> out({spec.m, spec.n});
+  dense.run(x.data(), out.mutable_data());
+  return py::make_tuple(out, dense.impl());
+}
+
+// Two FloatConvs chained in their own formats: one reorder in, one out (what a graph runtime does).
+py::array_t<float> float_conv_chain(const py::dict& g1, const py::dict& g2, const py::array_t<float, py::array::c_style>& x,
+                                    const py::array_t<float, py::array::c_style>& w1,
+                                    const py::array_t<float, py::array::c_style>& w2, const std::string& layout) {
+  onednn::FloatConvSpec a, b;
+  a.shape = shape_of(g1);
+  b.shape = shape_of(g2);
+  a.weights = w1.data();
+  b.weights = w2.data();
+  a.post_ops = {onednn::PostOp::relu()};
+  a.layout = b.layout = layout == "nchw" ? onednn::Layout::nchw : onednn::Layout::nhwc;
+  onednn::FloatConv first(a, 2);
+  onednn::FloatConv second(b, 2, &first.dst_desc());
+  if (second.src_desc() != first.dst_desc()) throw std::runtime_error("the chained source format was not kept");
+  onednn::Reorder in(first.user_src_desc(), first.src_desc()), out(second.dst_desc(), second.user_dst_desc());
+  const auto& s = b.shape;
+  std::vector<py::ssize_t> shape = layout == "nchw" ? std::vector<py::ssize_t>{s.batch, s.out_channels, s.out_h(), s.out_w()}
+                                                    : std::vector<py::ssize_t>{s.batch, s.out_h(), s.out_w(), s.out_channels};
+  py::array_t<float> result(shape);
+  onednn::ThreadScope threads(2);
+  onednn::Stream stream;
+  const dnnl::memory user_in(first.user_src_desc(), onednn::engine(), const_cast<float*>(x.data()));
+  const dnnl::memory user_out(second.user_dst_desc(), onednn::engine(), result.mutable_data());
+  const dnnl::memory x_in = in.needed() ? dnnl::memory(first.src_desc(), onednn::engine()) : user_in;
+  const dnnl::memory mid(first.dst_desc(), onednn::engine());
+  const dnnl::memory y = out.needed() ? dnnl::memory(second.dst_desc(), onednn::engine()) : user_out;
+  if (in.needed()) in.execute(stream, user_in, x_in);
+  first.execute(stream, x_in, mid);
+  second.execute(stream, mid, y);
+  if (out.needed()) out.execute(stream, y, user_out);
+  stream.wait();
+  return result;
+}
+
+// qnn.dense through dense_spec: data [M, K], weights [N, K] -> (acc M x acc_width, parts)
+py::tuple int_dense(const py::array& data, const py::array& weights, int zx, const std::vector<std::int32_t>& zw,
+                    int threads) {
+  if (data.ndim() != 2 || weights.ndim() != 2 || data.shape(1) != weights.shape(1)) {
+    throw std::invalid_argument("data [M, K] and weights [N, K]");
+  }
+  onednn::IntConv conv(onednn::dense_spec(data.shape(0), data.shape(1), weights.shape(0), dtype_code(data), zx,
+                                          dtype_code(weights), weights.data(), zw),
+                       threads);
+  py::array_t<std::int32_t> acc({conv.rows(), conv.acc_width()});
+  conv.run(data.data(), acc.mutable_data());
+  return py::make_tuple(acc, conv.parts());
+}
+
+// One IntConvRequantize kept across calls, for the concurrency test.
+class ConvOp {
+ public:
+  ConvOp(const py::dict& g, const py::array& data, const py::array& weights, int zx, const std::vector<std::int32_t>& zw,
+         const std::vector<float>& acc_scales, float out_scale, int z_out, const std::vector<std::int32_t>& bias,
+         int threads, std::int64_t band_rows) {
+    const auto spec = conv_spec(g, data, weights, zx, zw, "ohwi");
+    op_ = std::make_unique<onednn::IntConvRequantize>(
+        spec,
+        quant::ChannelRequantizer::from_scales(static_cast<std::size_t>(spec.shape.out_channels), acc_scales,
+                                               out_scale, z_out, 0, 255, bias),
+        ACCEL_UINT8, threads, band_rows);
+  }
+  py::array_t<std::uint8_t> run(const py::array_t<std::uint8_t, py::array::c_style>& data) const {
+    const auto& s = op_->conv().shape();
+    if (static_cast<std::size_t>(data.size()) != static_cast<std::size_t>(s.batch * s.in_h * s.in_w * s.in_channels)) {
+      throw std::invalid_argument("data size");
+    }
+    py::array_t<std::uint8_t> out({op_->conv().rows(), static_cast<std::size_t>(s.out_channels)});
+    std::uint8_t* ptr = out.mutable_data();
+    py::gil_scoped_release release;
+    op_->run(data.data(), ptr);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<onednn::IntConvRequantize> op_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_sdk_onednn_probe, m) {
@@ -162,5 +311,13 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
   m.def("int_conv", &int_conv);
+  m.def("int_dense", &int_dense);
+  py::class_<ConvOp>(m, "ConvOp")
+      .def(py::init<const py::dict&, const py::array&, const py::array&, int, const std::vector<std::int32_t>&,
+                    const std::vector<float>&, float, int, const std::vector<std::int32_t>&, int, std::int64_t>())
+      .def("run", &ConvOp::run);
+  m.def("float_conv", &float_conv);
+  m.def("float_dense", &float_dense);
+  m.def("float_conv_chain", &float_conv_chain);
   m.def("int_conv_requantize", &int_conv_requantize);
 }

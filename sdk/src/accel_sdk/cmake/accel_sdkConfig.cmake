@@ -30,7 +30,9 @@
 # the build tree gets the absolute folder. DESTINATION is the extension's
 # folder relative to site-packages; it defaults to the DESTINATION given to
 # accel_add_runtime. GNU OpenMP's libgomp is linked too (omp_set_num_threads,
-# see accel_sdk/onednn.hpp); it comes with the compiler and the system.
+# see accel_sdk/onednn.hpp; it comes with the compiler and the system), and with GCC
+# the target is compiled with -fopenmp, so accel_sdk::onednn::parallel shares oneDNN's
+# OpenMP threads.
 #
 # Needs a C++17 compiler (GCC >= 8, Clang >= 7, MSVC 2019) and, in the build
 # environment, Python >= 3.10 with accel-core and pybind11. A project may declare
@@ -210,6 +212,9 @@ function(accel_link_onednn target)
 
   target_link_libraries(${target} PRIVATE DNNL::dnnl)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # GCC's OpenMP is GNU OpenMP, oneDNN's own: accel_sdk::onednn::parallel then runs on
+    # oneDNN's threads. (Clang's -fopenmp would bring a second runtime, libomp: not there.)
+    target_compile_options(${target} PRIVATE -fopenmp)
     target_link_libraries(${target} PRIVATE gomp)  # the GCC driver knows where its libgomp is
   else()
     find_library(ACCEL_SDK_GOMP NAMES gomp libgomp.so.1)

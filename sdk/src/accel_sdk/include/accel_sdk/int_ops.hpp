@@ -14,11 +14,13 @@
 // shape the parts:
 //  - without VNNI (AVX2, AVX512_CORE) oneDNN's u8 x s8 kernels add pairs of products in
 //    16 bits with saturation: there every weight of a part has |w| <= 64, so a pair stays
-//    within 2 * 255 * 64 = 32640 (two parts for any int8 weight); with VNNI a part's
-//    weights only have to be int8;
-//  - oneDNN's int8 kernels hand the int32 result through float32 on the way out (measured
-//    off by one past 2^24 on AVX2): every part keeps 255 * sum|w| <= 2^24 per channel, so
-//    channels with a larger sum (e.g. 3x3x512 taps averaging |w| > 14) take one more part.
+//    within 2 * 255 * 64 = 32640 (two parts for any int8 weight); with VNNI, and for
+//    depthwise convolutions (32-bit products on every ISA), a part's weights only have
+//    to be int8;
+//  - oneDNN's AVX2 int8 kernel hands the int32 result through float32 on the way out
+//    (measured off by one past 2^24), and other kernels may too: every part keeps
+//    255 * sum|w| <= 2^24 per channel, so channels with a larger sum (e.g. 3x3x512 taps
+//    averaging |w| > 14) take one more part.
 // int8 data is shifted to uint8 (x + 128, z_x + 128) on the way in, so oneDNN always runs
 // u8 x s8; z_x is oneDNN's run-time source zero point, which also makes padding count as
 // z_x. Accumulators must fit int32: create refuses a channel whose 255 * sum |w - z_w|
@@ -27,15 +29,15 @@
 // Threads (`threads` <= 0: every core). IntConv computes the whole tensor with one
 // oneDNN convolution on that many threads. IntConvRequantize does so for small layers
 // and then requantizes; a large layer is cut into bands of output rows, and `threads`
-// workers each take bands: a single-thread oneDNN convolution of the band, then its
-// requantization while the band is in the core's cache. run() is const and may be called
+// workers (onednn::parallel: an OpenMP team under accel_link_onednn) each take bands: a
+// single-thread oneDNN convolution of the band, then its requantization while the band
+// is in the core's cache. run() is const and may be called
 // from several threads at once.
 #ifndef ACCEL_SDK_INT_OPS_HPP
 #define ACCEL_SDK_INT_OPS_HPP
 
 #include <accel_sdk/onednn.hpp>
 #include <accel_sdk/requantize.hpp>
-#include <accel_sdk/thread_pool.hpp>
 
 #include <algorithm>
 #include <array>
@@ -207,11 +209,7 @@ class IntConv {
         fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
       }
     };
-    if (workers <= 1) {
-      work(0);
-    } else {
-      parallel_for(workers, work);
-    }
+    parallel(std::max<std::size_t>(workers, 1), work);
   }
 
  private:
@@ -276,9 +274,9 @@ class IntConv {
     // Pieces of each centred weight go to parts: without VNNI |piece| <= 64, with VNNI an
     // int8. A part also keeps 255 * sum|piece| <= 2^24 per channel: oneDNN's int8 kernels
     // pass the int32 result through float32 on the way out (exact up to 2^24).
-    // oneDNN's int8 depthwise kernels multiply-add in 32 bits on every ISA (measured exact
-    // with ONEDNN_MAX_CPU_ISA=AVX2): one part keeps the convolution depthwise, where a split
-    // would turn it into a grouped convolution that only oneDNN's reference code runs.
+    // Depthwise kernels multiply in 32 bits (measured exact without VNNI too), and a
+    // depthwise convolution with parts would have a channel multiplier, which only
+    // oneDNN's reference kernel runs.
     const bool exact = int8_exact() || s_.depthwise();
     const std::int32_t hi = exact ? 127 : 64, lo = exact ? -128 : -64;
     constexpr std::int64_t kBudget = (std::int64_t{1} << 24) / 255;  // 65793
@@ -432,7 +430,7 @@ class IntConv {
 // qnn.conv2d -> nn.bias_add -> qnn.requantize (bias and fused relu/clip in the requantizer).
 class IntConvRequantize {
  public:
-  // band_rows: 0 picks (bands of about 64 KiB of accumulators when the layer's exceed
+  // band_rows: 0 picks (bands of about 128 KiB of accumulators when the layer's exceed
   // 256 KiB, else the whole layer at once), > 0 forces that band height, < 0 the whole layer.
   IntConvRequantize(const IntConvSpec& spec, quant::ChannelRequantizer requantizer, std::int32_t out_dtype,
                     int threads, std::int64_t band_rows = 0)
@@ -464,11 +462,7 @@ class IntConvRequantize {
         const std::size_t r0 = rows * i / chunks, r1 = rows * (i + 1) / chunks;
         requantize(conv_.block(acc.data(), r0, r1 - r0), out, r0 * oc);
       };
-      if (chunks <= 1) {
-        part(0);
-      } else {
-        parallel_for(chunks, part);
-      }
+      parallel(chunks, part);
       return;
     }
     ThreadScope scope(conv_.threads());
@@ -491,10 +485,11 @@ class IntConvRequantize {
     // two parts when the weights split (an estimate: the exact count is IntConv's)
     const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (int8_exact() ? 1 : 2);
     if (row_bytes * oh * spec.shape.batch <= (256 << 10) || oh < 2) return 0;
-    std::int64_t rows = std::max<std::int64_t>(1, (64 << 10) / row_bytes);
-    // at least two bands per thread for balance
+    // about 128 KiB of accumulators per band, at least 4 rows (smaller bands cost more in
+    // oneDNN calls than they save), and two bands per thread for balance where possible
+    std::int64_t rows = std::max<std::int64_t>(4, (128 << 10) / row_bytes);
     const std::int64_t want = 2 * resolve_threads(threads);
-    if (oh / rows < want) rows = std::max<std::int64_t>(1, oh / want);
+    if (oh / rows < want) rows = std::max<std::int64_t>(2, oh / want);
     return std::min(rows, oh);
   }
 

@@ -9,6 +9,9 @@
 //   onednn::resolve_threads(n) n > 0, or every core (omp_get_num_procs) for n <= 0;
 //   onednn::ThreadScope        sets GNU OpenMP's thread count for the calling thread and
 //                              restores it when it goes out of scope;
+//   onednn::parallel(n, fn)    fn(i) for i in [0, n) on n threads: an OpenMP team (oneDNN's
+//                              own threads) when compiled with OpenMP, as accel_link_onednn
+//                              does with GCC, else accel_sdk::parallel_for;
 //   onednn::data_type(code)    accel ABI dtype code -> dnnl::memory::data_type;
 //   onednn::int8_exact()       true when oneDNN's u8s8/s8s8 -> s32 kernels are exact here;
 //   onednn::Error, guard(...)  dnnl::error -> an sdk error naming the step and status;
@@ -40,22 +43,33 @@
 
 #include <accel/runtime_abi.h>
 #include <accel_sdk/geometry.hpp>
+#include <accel_sdk/thread_pool.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
-// GNU OpenMP's entry points (libgomp, which libdnnl.so.3 loads anyway), declared here
-// so a runtime needs neither -fopenmp nor omp.h.
+// GNU OpenMP's entry points (libgomp, which libdnnl.so.3 loads anyway; accel_link_onednn
+// links it): from the compiler's omp.h when it has one (no -fopenmp needed), else declared here.
+#if defined(__has_include)
+#if __has_include(<omp.h>)
+#include <omp.h>
+#define ACCEL_SDK_HAVE_OMP_H 1
+#endif
+#endif
+#ifndef ACCEL_SDK_HAVE_OMP_H
 extern "C" {
 void omp_set_num_threads(int);
 int omp_get_max_threads(void);
 int omp_get_num_procs(void);
 }
+#endif
 
 namespace accel_sdk {
 namespace onednn {
@@ -142,6 +156,37 @@ class ThreadScope {
  private:
   int saved_;
 };
+
+// fn(i) for every i in [0, n), each on its own thread, the caller's included. With OpenMP
+// (accel_link_onednn compiles with -fopenmp under GCC) the threads are an OpenMP team, the
+// same threads oneDNN runs on, so layers computed here and layers computed by oneDNN do not
+// compete with each other's spinning workers; oneDNN primitives called inside run on one
+// thread (create them under ThreadScope(1)). The first exception thrown by fn is rethrown
+// once every call has finished.
+template <class Fn>
+void parallel(std::size_t n, Fn&& fn) {
+  if (n == 0) return;
+  if (n == 1) {
+    fn(std::size_t{0});
+    return;
+  }
+#ifdef _OPENMP
+  std::exception_ptr error;
+  std::mutex mutex;
+#pragma omp parallel for num_threads(static_cast<int>(n)) schedule(static, 1)
+  for (long long i = 0; i < static_cast<long long>(n); ++i) {
+    try {
+      fn(static_cast<std::size_t>(i));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+#else
+  parallel_for(n, std::forward<Fn>(fn));
+#endif
+}
 
 // dnnl data type of an accel ABI dtype code; Error for a type oneDNN has no memory type for.
 inline dnnl::memory::data_type data_type(std::int32_t accel_dtype) {

@@ -1,0 +1,141 @@
+"""accel_sdk/float_ops.hpp: FloatConv / FloatDense against float64 numpy references (relative error ≤ 1e-5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from onednn_build import probe
+from test_onednn_int_ops import geometry, out_size
+
+
+def reference_conv(g, x_nhwc, w_ohwi, bias):
+    """float64 NHWC convolution with zero padding."""
+    oh, ow = out_size(g)
+    xp = np.pad(x_nhwc.astype(np.float64), ((0, 0), (g["pt"], g["pb"]), (g["pl"], g["pr"]), (0, 0)))
+    G = g["groups"]
+    icg, ocg = g["c"] // G, g["oc"] // G
+    wg = w_ohwi.astype(np.float64).reshape(G, ocg, g["kh"], g["kw"], icg)
+    out = np.zeros((g["batch"], oh, ow, G, ocg))
+    for y in range(g["kh"]):
+        for xx in range(g["kw"]):
+            y0, x0 = y * g["dh"], xx * g["dw"]
+            patch = xp[:, y0 : y0 + (oh - 1) * g["sh"] + 1 : g["sh"], x0 : x0 + (ow - 1) * g["sw"] + 1 : g["sw"], :]
+            out += np.einsum("nhwgi,goi->nhwgo", patch.reshape(g["batch"], oh, ow, G, icg), wg[:, :, y, xx, :])
+    out = out.reshape(g["batch"], oh, ow, g["oc"])
+    return out if bias is None else out + bias.astype(np.float64)
+
+
+def activate(y, ops):
+    for kind, lo, hi in ops:
+        if kind == "relu":
+            y = np.maximum(y, 0)
+        elif kind == "clip":
+            y = np.clip(y, lo, hi)
+        elif kind == "sigmoid":
+            y = 1 / (1 + np.exp(-y))
+        elif kind == "tanh":
+            y = np.tanh(y)
+        elif kind == "gelu_tanh":
+            y = 0.5 * y * (1 + np.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y**3)))
+    return y
+
+
+def close(got, want):
+    scale = max(1.0, float(np.abs(want).max()))
+    err = float(np.abs(got.astype(np.float64) - want).max()) / scale
+    assert err <= 1e-5, f"relative error {err:.2e}"
+
+
+GRID = [
+    (geometry(9, 11, 16, 24, p=1), [("relu", 0, 0)]),
+    (geometry(13, 12, 24, 16, s=2, p=1), [("clip", 0, 6)]),
+    (geometry(10, 10, 16, 8, p=2, d=2), [("sigmoid", 0, 0)]),
+    (geometry(7, 9, 12, 20, k=1), []),
+    (geometry(6, 7, 8, 8, k=5, pads=(2, 1, 0, 3)), [("clip", -1, 0.5)]),
+    (geometry(12, 12, 32, 32, groups=32, s=2, p=1), [("clip", 0, 6)]),
+    (geometry(8, 8, 16, 32, groups=4, p=1), [("tanh", 0, 0)]),
+    (geometry(6, 6, 16, 8, p=1, batch=2), [("gelu_tanh", 0, 0)]),
+    (geometry(14, 14, 64, 64, p=1), [("relu", 0, 0)]),
+]
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("weight_layout", ["oihw", "ohwi", "hwio"])
+def test_float_conv_grid(layout, weight_layout):
+    p = probe()
+    rng = np.random.default_rng(11)
+    for g, ops in GRID:
+        x = rng.standard_normal((g["batch"], g["h"], g["w"], g["c"])).astype(np.float32)
+        w = (rng.standard_normal((g["oc"], g["kh"], g["kw"], g["c"] // g["groups"])) * 0.2).astype(np.float32)
+        bias = rng.standard_normal(g["oc"]).astype(np.float32) if ops else None
+        want = activate(reference_conv(g, x, w, bias), ops)
+        wl = {"ohwi": w, "oihw": w.transpose(0, 3, 1, 2), "hwio": w.transpose(1, 2, 3, 0)}[weight_layout]
+        xin = x if layout == "nhwc" else x.transpose(0, 3, 1, 2)
+        got, impl, _reorder_in, _reorder_out = p.float_conv(
+            g, np.ascontiguousarray(xin), np.ascontiguousarray(wl), bias, ops, layout, weight_layout, 2, 1
+        )
+        if layout == "nchw":
+            got = got.transpose(0, 2, 3, 1)
+        close(got, want)
+        assert impl
+
+
+def test_float_conv_picks_its_own_format_and_reorders_planar_data():
+    """NCHW at the boundary: the primitive runs in a blocked or NHWC format (not the plain gemm path)."""
+    p = probe()
+    g = geometry(28, 28, 64, 64, p=1)
+    x = np.zeros((1, 64, 28, 28), np.float32)
+    w = np.zeros((64, 64, 3, 3), np.float32)
+    _out, impl, reorder_in, reorder_out = p.float_conv(g, x, w, None, [], "nchw", "oihw", 1, 1)
+    assert "gemm" not in impl
+    assert reorder_in and reorder_out
+
+
+@pytest.mark.parametrize("ops", [[], [("relu", 0, 0)], [("gelu_tanh", 0, 0)], [("clip", -0.5, 0.5)]])
+def test_float_dense(ops):
+    p = probe()
+    rng = np.random.default_rng(5)
+    for m, k, n in ((1, 64, 10), (7, 300, 33), (32, 128, 128)):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = (rng.standard_normal((n, k)) * 0.1).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        got, _impl = p.float_dense(x, w, bias, ops, 2)
+        close(got, activate(x.astype(np.float64) @ w.T.astype(np.float64) + bias, ops))
+        got, _impl = p.float_dense(x, w, None, ops, 1)
+        close(got, activate(x.astype(np.float64) @ w.T.astype(np.float64), ops))
+
+
+def test_float_errors_are_typed():
+    p = probe()
+    g = geometry(5, 5, 8, 8)
+    with pytest.raises(RuntimeError, match="clip: lower bound above the upper one"):
+        p.float_conv(
+            g,
+            np.zeros((1, 5, 5, 8), np.float32),
+            np.zeros(8 * 9 * 8, np.float32),
+            None,
+            [("clip", 1, 0)],
+            "nhwc",
+            "ohwi",
+            1,
+            1,
+        )
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_chained_convolutions_keep_their_own_format(layout):
+    """conv → relu → conv in the primitives' formats, reordered once at entry and exit."""
+    p = probe()
+    rng = np.random.default_rng(2)
+    g1 = geometry(14, 14, 16, 32, p=1)
+    g2 = geometry(14, 14, 32, 24, s=2, p=1)
+    x = rng.standard_normal((1, 14, 14, 16)).astype(np.float32)
+    w1 = (rng.standard_normal((32, 16, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((24, 32, 3, 3)) * 0.2).astype(np.float32)
+    mid = np.maximum(reference_conv(g1, x, w1.transpose(0, 2, 3, 1), None), 0)
+    want = reference_conv(g2, mid, w2.transpose(0, 2, 3, 1), None)
+    xin = x if layout == "nhwc" else x.transpose(0, 3, 1, 2)
+    got = p.float_conv_chain(g1, g2, np.ascontiguousarray(xin), w1, w2, layout)
+    close(got if layout == "nhwc" else got.transpose(0, 2, 3, 1), want)
