@@ -896,15 +896,135 @@ class QnnConv final : public Kernel {
     quant::ChannelRequantizer rq(static_cast<std::size_t>(O), ms, static_cast<std::int32_t>(r.z_out),
                                  static_cast<std::int32_t>(r.lo), static_cast<std::int32_t>(r.hi), bias);
     const int threads = static_cast<int>(c.n.attrs.integer("threads"));
-    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype, threads);
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
+    out_dtype_ = y.spec.dtype;
+    if (float_exact(spec, dense, xs, ws)) {
+      build_float(c, spec, dense, xs, ws, ys);
+      rq_ = std::move(rq);
+      return;
+    }
+    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype, threads);
   }
 
-  void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }
+  void run(Exec& e) const override {
+    if (op_) {
+      op_->run(e.ptr[ins[0]], e.ptr[outs[0]]);
+      return;
+    }
+    // float path: x - z_x as float32, oneDNN's float32 convolution, the (integer) sums as int32
+    float* xf = reinterpret_cast<float*>(e.scratch);
+    float* acc = reinterpret_cast<float*>(e.scratch + in_bytes_);
+    std::uint8_t* prim_scratch = e.scratch + in_bytes_ + acc_bytes_;
+    const float zx = static_cast<float>(zx_);
+    if (signed_) {
+      const auto* x = static_cast<const std::int8_t*>(e.ptr[ins[0]]);
+      for (std::size_t i = 0; i < in_elems_; ++i) xf[i] = static_cast<float>(x[i]) - zx;
+    } else {
+      const auto* x = static_cast<const std::uint8_t*>(e.ptr[ins[0]]);
+      for (std::size_t i = 0; i < in_elems_; ++i) xf[i] = static_cast<float>(x[i]) - zx;
+    }
+    const auto& eng = onednn::engine();
+    Exec inner{e.stream, e.ptr, prim_scratch};
+    prim_.exec(inner, {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, xf)},
+                       {DNNL_ARG_WEIGHTS, weights_},
+                       {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, acc)}});
+    // every sum is an integer below 2^24 in magnitude: the float -> int32 conversion is exact (in place)
+    auto* acc32 = reinterpret_cast<std::int32_t*>(acc);
+    for (std::size_t i = 0; i < out_elems_; ++i) acc32[i] = static_cast<std::int32_t>(acc[i]);
+    if (out_dtype_ == ACCEL_UINT8) {
+      rq_.run(acc32, rows_, static_cast<std::uint8_t*>(e.ptr[outs[0]]), 1, quant::best_requantize_isa());
+    } else {
+      rq_.run(acc32, rows_, static_cast<std::int8_t*>(e.ptr[outs[0]]), 1, quant::best_requantize_isa());
+    }
+  }
 
  private:
-  std::unique_ptr<onednn::IntConvRequantize> op_;
+  // Whether oneDNN's float32 convolution computes this layer's int32 sums exactly: every
+  // partial sum (in any order) is an integer bounded by 255 * sum|w - z_w| of its output
+  // channel, exact in float32 below 2^24. Taken on CPUs without VNNI only (there the int8
+  // path splits the weights into parts, each a full convolution, and runs slower than one
+  // float32 convolution); depthwise int8 convolutions stay one part anyway.
+  bool float_exact(const onednn::IntConvSpec& spec, bool dense, const Shape& xs, const Shape& ws) {
+    if (onednn::int8_exact() || (!dense && spec.shape.depthwise())) return false;
+    if (std::getenv("ACCEL_ACL_INT8_ONLY") != nullptr) return false;  // tests of the int8 path on any CPU
+    const std::int64_t O = ws[0];
+    const std::size_t taps = ws.elements() / static_cast<std::size_t>(O);
+    (void)xs;
+    for (std::int64_t o = 0; o < O; ++o) {
+      const std::size_t zi = spec.weight_zero_points.size() == 1 ? 0 : static_cast<std::size_t>(o);
+      const std::int64_t z = spec.weight_zero_points[zi];
+      std::int64_t sum = 0;
+      for (std::size_t t = 0; t < taps; ++t) {
+        const std::size_t at = static_cast<std::size_t>(o) * taps + t;
+        const std::int64_t v = spec.weight_dtype == ACCEL_INT8 ? static_cast<const std::int8_t*>(spec.weights)[at]
+                                                                 : static_cast<const std::uint8_t*>(spec.weights)[at];
+        sum += v - z < 0 ? z - v : v - z;
+      }
+      if (255 * sum >= (std::int64_t{1} << 24)) return false;
+    }
+    return true;
+  }
+
+  void build_float(const Ctx& c, const onednn::IntConvSpec& spec, bool dense, const Shape& xs, const Shape& ws,
+                   const Shape& ys) {
+    const std::int64_t O = ws[0];
+    const std::size_t taps = ws.elements() / static_cast<std::size_t>(O);
+    std::vector<float> wf(ws.elements());
+    for (std::int64_t o = 0; o < O; ++o) {
+      const std::size_t zi = spec.weight_zero_points.size() == 1 ? 0 : static_cast<std::size_t>(o);
+      const float z = static_cast<float>(spec.weight_zero_points[zi]);
+      for (std::size_t t = 0; t < taps; ++t) {
+        const std::size_t at = static_cast<std::size_t>(o) * taps + t;
+        const float v = spec.weight_dtype == ACCEL_INT8 ? static_cast<const std::int8_t*>(spec.weights)[at]
+                                                        : static_cast<const std::uint8_t*>(spec.weights)[at];
+        wf[at] = v - z;
+      }
+    }
+    signed_ = spec.data_dtype == ACCEL_INT8;
+    zx_ = spec.data_zero_point;
+    in_elems_ = xs.elements();
+    out_elems_ = ys.elements();
+    rows_ = out_elems_ / static_cast<std::size_t>(O);
+    const auto& eng = onednn::engine();
+    onednn::guard("quantized " + std::string(dense ? "dense " : "conv2d ") + c.n.name, [&] {
+      if (dense) {
+        const auto M = xs[0], K = xs[1];
+        src_md_ = dnnl::memory::desc({M, K}, dt::f32, tag::nc);
+        dst_md_ = dnnl::memory::desc({M, O}, dt::f32, tag::nc);
+        const dnnl::memory::desc w_user({O, K}, dt::f32, tag::oi), w_any({O, K}, dt::f32, tag::any);
+        dnnl::inner_product_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, src_md_, w_any,
+                                                       dnnl::memory::desc(), dst_md_, user_scratchpad());
+        prim_.set<dnnl::inner_product_forward>(pd);
+        weights_ = pack(w_user, wf.data(), pd.weights_desc());
+      } else {
+        const auto& win = spec.shape.window;
+        src_md_ = nhwc_desc(xs, dt::f32);
+        dst_md_ = nhwc_desc(ys, dt::f32);
+        const auto w_user = ohwi_desc(ws, spec.shape.groups, dt::f32);
+        const auto w_any = dnnl::memory::desc(w_user.get_dims(), dt::f32, tag::any);
+        dnnl::convolution_forward::primitive_desc pd(
+            eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md_, w_any,
+            dnnl::memory::desc(), dst_md_, {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl},
+            {win.pb, win.pr}, user_scratchpad());
+        prim_.set<dnnl::convolution_forward>(pd);
+        weights_ = pack(w_user, wf.data(), pd.weights_desc());
+      }
+    });
+    in_bytes_ = align_up(in_elems_ * sizeof(float));
+    acc_bytes_ = align_up(out_elems_ * sizeof(float));
+    scratch_bytes = in_bytes_ + acc_bytes_ + prim_.scratch;
+  }
+
+  std::unique_ptr<onednn::IntConvRequantize> op_;  // the int8 path
+  // the float32 path
+  Prim prim_;
+  dnnl::memory weights_;
+  dnnl::memory::desc src_md_, dst_md_;
+  quant::ChannelRequantizer rq_;
+  std::int32_t out_dtype_ = 0, zx_ = 0;
+  bool signed_ = false;
+  std::size_t in_elems_ = 0, out_elems_ = 0, rows_ = 0, in_bytes_ = 0, acc_bytes_ = 0;
 };
 
 // -- the runtime --------------------------------------------------------------------------
@@ -960,6 +1080,9 @@ class AclRuntime {
     stream.wait();
     give_arena(std::move(arena));
   }
+
+  const std::vector<TensorSpec>& input_specs() const { return in_specs_; }
+  const std::vector<TensorSpec>& output_specs() const { return out_specs_; }
 
  private:
   void load(accel_sdk::BlobReader& blob) {
@@ -1096,4 +1219,6 @@ class AclRuntime {
 
 }  // namespace
 
+#ifndef ACCEL_ACL_NO_MODULE  // fuzz/fuzz_acl_blob.cpp includes this file without the Python module
 ACCEL_SDK_RUNTIME_MODULE(_runtime, "acl", AclRuntime)
+#endif

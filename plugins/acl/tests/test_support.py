@@ -103,3 +103,16 @@ def test_every_refusal_names_acl_in_the_report():
     b = GraphBuilder(x=(1, 4, 8, 8))
     g = b.done(b.op("nn.softmax", b.x["x"], axis=1))
     assert host_ops(g)["nn.softmax"] == {"acl": "nn.softmax is not supported by acl"}
+
+
+def test_per_channel_qnn_dense_and_qnn_add_offloaded():
+    assert regions(cases.qnn_dense("uint8", per_channel=True)) == [["acl.qnn_dense"]]
+    assert regions(cases.qnn_dense("int8", per_channel=True)) == [["acl.qnn_dense"]]
+    names = [n for r in regions(cases.qnn_network("int8")) for n in r]
+    assert "qnn.add" in names and "acl.qnn_conv2d" in names
+
+
+def test_per_channel_qnn_conv_offloaded():
+    g = cases.qnn_conv(per_channel=True, relu=True)
+    assert regions(g) == [["acl.qnn_conv2d"]]
+    assert host_ops(g) == {}
