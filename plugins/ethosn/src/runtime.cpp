@@ -489,10 +489,10 @@ class LinearCommand : public Command {
     }
     std::vector<std::int32_t> b(bias.as<std::int32_t>(), bias.as<std::int32_t>() + oc);
     q::ChannelRequantizer rq(oc, ms, out_zp, lo, hi, b, 0);
-    // Threads come only from the sdk's pool, never from OpenMP teams: with several threads the layer is
-    // cut into bands of output rows (single-thread oneDNN convolutions + requantize per band). An
-    // OpenMP team next to the pool keeps spinning after each layer and, on few cores, starves the
-    // pool's workers (measured on 2 cores: MobileNetV2 5x slower at 2 threads than at 1).
+    // With several threads the layer is cut into bands of output rows (single-thread oneDNN convolutions +
+    // requantize per band) that int_ops spreads over one set of threads (onednn::parallel); a whole-layer
+    // oneDNN team next to another pool would keep spinning after each layer and, on few cores, starve it
+    // (measured on 2 cores: MobileNetV2 5x slower at 2 threads than at 1).
     // A window whose padding alone fills whole output rows (pt or pb >= kh) cannot be cut into bands
     // (a band would read no input row): such rare layers run whole, on one thread.
     const auto& win = spec.shape.window;
