@@ -110,6 +110,7 @@ def bench(session: nox.Session) -> None:
     install_all(session)
     session.run("python", "core/benchmarks/bench_core.py", *session.posargs)
     session.run("python", "core/benchmarks/bench_partition.py")
+    session.run("python", "core/benchmarks/bench_scale.py")
     for script in sorted(ROOT.glob("plugins/*/benchmarks/bench_*.py")):
         session.run("python", str(script.relative_to(ROOT)), *session.posargs)
 

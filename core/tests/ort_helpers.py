@@ -26,6 +26,7 @@ ort = pytest.importorskip("onnxruntime")
 def ort_session(model: onnx.ModelProto, *, optimize: bool = True, threads: int | None = None) -> Any:
     """A CPU session; ``optimize=False`` runs the graph as written (no fusions), ``threads`` caps intra-op threads."""
     opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.x64quantprecision", "1")  # exact int8 without VNNI
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if threads is not None:

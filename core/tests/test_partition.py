@@ -414,3 +414,67 @@ def test_quantized_graph_layout_keeps_per_channel_axis():
     (want,) = ReferenceExecutor(g).run(feeds).values()
     (got,) = ReferenceExecutor(r.graph).run(feeds).values()
     np.testing.assert_array_equal(got, want)
+
+
+class PlanarConv(Backend):
+    """NCHW backend taking conv → bias composites only (no elementwise ops of its own)."""
+
+    name = "planar"
+    layout = "NCHW"
+
+    def pattern_table(self):
+        conv = is_op("nn.conv2d")(wildcard(), is_constant())
+        return [PatternEntry("conv2d", conv.optional(lambda x: is_op("nn.bias_add")(x, is_constant())))]
+
+
+def _residual_blocks(blocks: int = 2):
+    b = _x()
+    x = b.x["x"]
+    for k in range(blocks):
+        y = _conv(b, x, 4, 4, seed=2 * k, relu=False)
+        y = _conv(b, y, 4, 4, seed=2 * k + 1, relu=False)
+        x = b.op("nn.relu", b.op("add", y, x))
+    return b.done(x)
+
+
+def test_elementwise_region_between_planar_regions_takes_their_layout():
+    # the residual add → relu goes to the NHWC backend; its inputs arrive in NCHW, so it runs in NCHW
+    g = _residual_blocks()
+    r = partition_graph(g, [PlanarConv(), NhwcConv()])
+    assert [p.backend for p in r.report.partitions] == ["planar", "nhwc", "planar", "nhwc"]
+    assert "transpose" not in [n.op for n in r.graph.nodes]
+    assert sum(p.transposes for p in r.report.partitions) == 0
+    for region in r.regions:
+        if region.attrs["compiler"] == "nhwc":
+            assert [n.op for n in region.body.nodes] == ["add", "nn.relu"]
+            assert region.body.inputs[0].type.shape == (1, 4, 8, 8)
+    _same_results(g, r)
+
+
+def test_elementwise_region_fed_by_its_own_layout_keeps_it():
+    # a relu after an NHWC conv region stays NHWC: one transpose in, one out
+    b = _x()
+    y = _conv(b, b.x["x"], 4, 4, relu=False)
+    y = b.op("abs", y)
+    g = b.done(b.op("nn.relu", y))
+    r = partition_graph(g, [NhwcConv()])
+    assert [p.backend for p in r.report.partitions] == ["nhwc", "nhwc"]
+    assert [n.op for n in r.graph.nodes] == ["transpose", "call", "transpose", "abs", "call"]
+    _same_results(g, r)
+
+
+def test_elementwise_region_stays_in_its_backend_layout_when_its_check_refuses_the_planar_nodes():
+    class NhwcOnlyRelu(NhwcConv):
+        name = "nhwcrelu"
+
+        def op_checks(self):
+            return {"add": self.nhwc_add, "nn.relu": _ok}
+
+        def nhwc_add(self, node):
+            return None if node.inputs[0].type.shape[-1] == 4 else "add: channels must be last"
+
+    g = _residual_blocks(1)
+    r = partition_graph(g, [PlanarConv(), NhwcOnlyRelu()])
+    assert [p.backend for p in r.report.partitions] == ["planar", "nhwcrelu"]
+    assert [n.op for n in r.graph.nodes].count("transpose") == 3
+    _same_results(g, r)

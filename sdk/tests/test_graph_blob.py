@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from accel_sdk.blob import BlobWriter
 from accel_sdk.graph_blob import GraphBlobWriter, Kernel, dump, match_composites
+from accel_sdk.testing import shortfall
 from probe_build import probe
 
 from accel.abi import DTYPE_CODES
@@ -343,7 +344,7 @@ def composite(parts, labels=(), ins=(0, 2), outs=(1,)):
         (raw_blob([X, Y], [0], [1], [RELU], kind_version=7), r"t version 7 is not supported \(this runtime reads 1..1\)"),
         (raw_blob([X, Y], [0], [1], [RELU], alignment=3), r"alignment 3 is not a power of two"),
         (raw_blob([X, Y], [0], [1], [RELU], const_offset=4), r"constant section at 4 \(\+0 bytes\) is not an aligned section"),
-        (raw_blob([X, Y, W], [0], [1], [RELU], constants=bytes(8), const_size=9), r"\(\+9 bytes\): the blob needs \d+ bytes, \d+ left"),
+        (raw_blob([X, Y, W], [0], [1], [RELU], constants=bytes(8), const_size=9), r"\(\+9 bytes\): needs \d+ bytes, \d+ left"),
         (raw_blob([X, Y, W], [0], [1], [RELU], constants=bytes(8), const_size=7), r"is not an aligned section ending the"),
         (raw_blob([X, Y], [0], [1], [RELU], padding=8), r"8 unexpected trailing bytes"),
         (raw_blob([X, Y], [0], [1], [RELU], const_offset=8, const_size=None), r"constant section at 8"),
@@ -427,6 +428,9 @@ def test_every_truncation_of_a_real_blob_is_refused(m):
         with pytest.raises(m.BlobError) as info:
             m.graph(blob[:cut], "npu")
         assert info.value.offset is None or info.value.offset <= cut
+        # as the conformance kit requires of a runtime: the bytes needed and the bytes left
+        stated = shortfall(str(info.value))
+        assert stated is not None and stated[0] > stated[1] and stated[1] <= cut, str(info.value)
 
 
 def test_a_flipped_byte_is_refused_or_parses_consistently(m):

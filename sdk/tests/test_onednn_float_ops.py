@@ -139,3 +139,25 @@ def test_chained_convolutions_keep_their_own_format(layout):
     xin = x if layout == "nhwc" else x.transpose(0, 3, 1, 2)
     got = p.float_conv_chain(g1, g2, np.ascontiguousarray(xin), w1, w2, layout)
     close(got if layout == "nhwc" else got.transpose(0, 2, 3, 1), want)
+
+
+def test_float_conv_runs_from_several_threads_at_once():
+    """Four Python threads run the same convolution (one cached oneDNN primitive) at once:
+    each call brings its own scratchpad, so each gets the reference result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    p = probe()
+    rng = np.random.default_rng(8)
+    g = geometry(20, 18, 16, 24, p=1)
+    w = rng.standard_normal((24, 3, 3, 16)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    inputs = [rng.standard_normal((1, 20, 18, 16)).astype(np.float32) for _ in range(8)]
+    wants = [reference_conv(g, x, w, b) for x in inputs]
+
+    def run(x):
+        return p.float_conv(g, x, w, b, [], "nhwc", "ohwi", 1, 20)[0]
+
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            for got, want in zip(pool.map(run, inputs), wants):
+                close(got, want)

@@ -1,7 +1,9 @@
 """accel_sdk/int_ops.hpp: IntConv / IntConvRequantize against numpy int64 references, on every ISA path.
 
 On a CPU without VNNI oneDNN's int8 kernels saturate 16-bit pair sums; IntConv then
-splits the weights. Each grid runs in this process (the CPU's own ISA) and again in a
+splits the weights (the int8 path) or, where that is exact and measured faster, runs
+oneDNN's f32 convolution (the f32 path). The grid runs every path: the one IntConv
+picks, and each path forced where it is exact. Each grid runs in this process (the CPU's own ISA) and again in a
 subprocess with ONEDNN_MAX_CPU_ISA capped at AVX2 and AVX512_CORE (oneDNN keeps what
 the CPU has when the cap is higher), so a VNNI machine tests the split path too.
 """
@@ -104,8 +106,33 @@ GRID = [
 ]
 
 
+def f32_exact(x_dtype, zx, w, zw) -> bool:
+    """IntConv's condition for its f32 path: max|x − z_x| · max_c Σ|w − z_w| ≤ 2^24."""
+    zu = zx + 128 if x_dtype == np.int8 else zx
+    wc = np.abs(w.astype(np.int64) - np.asarray(zw, np.int64).reshape(-1, 1, 1, 1))
+    return max(zu, 255 - zu) * int(wc.reshape(w.shape[0], -1).sum(axis=1).max()) <= 2**24
+
+
+def run_paths(p, g, x, w, zx, zw, threads, band_rows):
+    """(path asked, acc, parts, impl) for the automatic choice and each path forced where it is exact."""
+    runs = []
+    for path in ("auto", "int8", "f32"):
+        p.set_path(path)
+        try:
+            if path == "f32" and not f32_exact(x.dtype, zx, w, zw):
+                with pytest.raises(RuntimeError, match="f32 path is not exact"):
+                    p.int_conv(g, x, w, zx, zw, "ohwi", threads, band_rows)
+                continue
+            acc, parts, impl, _bands = p.int_conv(g, x, w, zx, zw, "ohwi", threads, band_rows)
+        finally:
+            p.set_path("auto")
+        assert ("(f32 path)" in impl) == (path == "f32" or (path == "auto" and "f32" in impl)), impl
+        runs.append((path, acc, parts, impl))
+    return runs
+
+
 def check_grid(seed: int = 0) -> int:
-    """Every grid case, dtype and zero-point kind against the reference; returns the values checked."""
+    """Every grid case, dtype, zero-point kind and path against the reference; returns the values checked."""
     p = probe()
     rng = np.random.default_rng(seed)
     checked = 0
@@ -120,15 +147,15 @@ def check_grid(seed: int = 0) -> int:
                 x, w, zx, zw = random_case(rng, g, data_dtype, weight_dtype, per_channel, worst)
                 want = reference(g, x, w, zx, zw)
                 for band_rows in (0, 2):
-                    acc, parts, impl, _bands = p.int_conv(g, x, w, zx, zw, "ohwi", 2, band_rows)
-                    got = summed(acc, parts, g["oc"])
-                    bad = np.argwhere(got != want)
-                    assert bad.size == 0, (
-                        f"case {i} {g} {np.dtype(data_dtype).name}x{np.dtype(weight_dtype).name} worst={worst} "
-                        f"bands={band_rows} impl={impl} parts={parts}: {len(bad)} of {got.size} differ, "
-                        f"first {got[tuple(bad[0])]} != {want[tuple(bad[0])]}"
-                    )
-                    checked += got.size
+                    for path, acc, parts, impl in run_paths(p, g, x, w, zx, zw, 2, band_rows):
+                        got = summed(acc, parts, g["oc"])
+                        bad = np.argwhere(got != want)
+                        assert bad.size == 0, (
+                            f"case {i} {g} {np.dtype(data_dtype).name}x{np.dtype(weight_dtype).name} worst={worst} "
+                            f"bands={band_rows} path={path} impl={impl} parts={parts}: {len(bad)} of {got.size} "
+                            f"differ, first {got[tuple(bad[0])]} != {want[tuple(bad[0])]}"
+                        )
+                        checked += got.size
     return checked
 
 
@@ -158,7 +185,9 @@ def check_requantize_grid(seed: int = 1) -> int:
             want = quant.requantize(t, acc_scale, 0, out_scale, z_out, out_dtype, axis=1)
             relu_lo = max(lo, z_out)
             want_relu = np.maximum(want, relu_lo)
-            for band_rows in (0, -1, 3):
+            paths = ["auto", "int8"] + (["f32"] if f32_exact(data_dtype, zx, w, zw) else [])
+            for path, band_rows in ((path, band_rows) for path in paths for band_rows in (0, -1, 3)):
+                p.set_path(path)
                 for threads, clip_lo, expect in ((1, lo, want), (2, relu_lo, want_relu)):
                     got, _banded, _bands = p.int_conv_requantize(
                         g,
@@ -177,8 +206,11 @@ def check_requantize_grid(seed: int = 1) -> int:
                         band_rows,
                         1,
                     )
-                    np.testing.assert_array_equal(got, expect, err_msg=f"{g} bands={band_rows} threads={threads}")
+                    np.testing.assert_array_equal(
+                        got, expect, err_msg=f"{g} path={path} bands={band_rows} threads={threads}"
+                    )
                     checked += got.size
+            p.set_path("auto")
     return checked
 
 
@@ -207,8 +239,55 @@ def test_weights_split_only_without_vnni():
     x = np.ones((1, 5, 5, 8), np.uint8)
     small = np.full((8, 3, 3, 8), 60, np.int8)
     big = np.full((8, 3, 3, 8), -128, np.int8)
-    assert p.int_conv(g, x, small, 0, [0], "ohwi", 1, 0)[1] == 1
-    assert p.int_conv(g, x, big, 0, [0], "ohwi", 1, 0)[1] == (1 if p.int8_exact() else 2)
+    p.set_path("int8")
+    try:
+        assert p.int_conv(g, x, small, 0, [0], "ohwi", 1, 0)[1] == 1
+        assert p.int_conv(g, x, big, 0, [0], "ohwi", 1, 0)[1] == (1 if p.int8_exact() else 2)
+    finally:
+        p.set_path("auto")
+
+
+def auto_choices() -> list[str]:
+    """The path IntConv picks for layers on each side of its rule, checked exact at the worst case."""
+    p = probe()
+    split = not p.int8_exact()
+    rng = np.random.default_rng(11)
+    got = []
+    # (geometry, data dtype, weight dtype, worst-case weights, expected path)
+    cases = [
+        # dense 3x3, weights that split without VNNI, f32 exact: f32 exactly when they split
+        (geometry(9, 8, 16, 8, p=1), np.uint8, np.int8, -128, "f32" if split else "int8"),
+        # |w| <= 64: one int8 part everywhere
+        (geometry(9, 8, 16, 8, p=1), np.uint8, np.int8, -64, "int8"),
+        # 1x1 and depthwise stay int8
+        (geometry(6, 7, 24, 32, k=1), np.uint8, np.int8, -128, "int8"),
+        (geometry(9, 9, 16, 16, groups=16, p=1), np.uint8, np.int8, -128, "int8"),
+        # the f32 bound at its edge: 3x3x28 taps of |w - z_w| = 255 against |x - z_x| = 255:
+        # 252 * 255 * 255 = 16,386,300 <= 2^24 (f32), 3x3x29: 16,971,525 > 2^24 (int8)
+        (geometry(5, 6, 28, 4, p=1), np.uint8, np.uint8, 255, "f32" if split else "int8"),
+        (geometry(5, 6, 29, 4, p=1), np.uint8, np.uint8, 255, "int8"),
+        (geometry(5, 6, 28, 4, p=1), np.int8, np.uint8, 0, "f32" if split else "int8"),
+    ]
+    for g, xd, wd, wval, expect in cases:
+        lo, hi = quant.dtype_range(xd)
+        x = rng.integers(lo, hi + 1, size=(1, g["h"], g["w"], g["c"])).astype(xd)
+        x[0, 1:-1, 1:-1, :] = hi if wval != 0 else lo  # the interior at the extreme
+        zx = lo if wval != 0 else hi
+        w = np.full((g["oc"], g["kh"], g["kw"], g["c"] // g["groups"]), wval, wd)
+        zw = [0] if wval != 0 else [255]
+        want = reference(g, x, w, zx, zw)
+        for band_rows in (0, 2):
+            acc, parts, impl, _ = p.int_conv(g, x, w, zx, zw, "ohwi", 2, band_rows)
+            path = "f32" if "(f32 path)" in impl else "int8"
+            assert path == expect, (g, impl)
+            np.testing.assert_array_equal(summed(acc, parts, g["oc"]), want, err_msg=f"{g} {impl}")
+        got.append(path)
+    return got
+
+
+def test_automatic_path_choice():
+    got = auto_choices()
+    assert ("f32" in got) == (not probe().int8_exact())
 
 
 def test_bad_specs_are_refused():
@@ -238,7 +317,7 @@ def test_capped_isa_in_subprocess(isa):
     code = (
         "import test_onednn_int_ops as t, onednn_build as b; p = b.probe(); "
         "assert not p.int8_exact(), p.cpu_isa(); "
-        "print(p.cpu_isa(), t.check_grid(5), t.check_requantize_grid(6))"
+        "print(p.cpu_isa(), t.check_grid(5), t.check_requantize_grid(6), t.auto_choices())"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=Path(__file__).parent, env=env, capture_output=True, text=True, check=False
@@ -246,8 +325,9 @@ def test_capped_isa_in_subprocess(isa):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.parametrize("path", ["int8", "f32"])
 @pytest.mark.parametrize("band_rows", [-1, 4])
-def test_one_op_runs_from_several_threads_at_once(band_rows):
+def test_one_op_runs_from_several_threads_at_once(band_rows, path):
     """run() is const: four Python threads share one IntConvRequantize, each gets the reference result."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -257,7 +337,11 @@ def test_one_op_runs_from_several_threads_at_once(band_rows):
     x0, w, zx, zw = random_case(rng, g, np.uint8, np.int8, True)
     scales = rng.uniform(0.0005, 0.002, size=g["oc"]).astype(np.float32)
     bias = rng.integers(-3000, 3000, size=g["oc"]).astype(np.int32)
-    op = p.ConvOp(g, x0, w, zx, zw, scales.tolist(), 0.1, 7, bias.tolist(), 2, band_rows)
+    p.set_path(path)
+    try:
+        op = p.ConvOp(g, x0, w, zx, zw, scales.tolist(), 0.1, 7, bias.tolist(), 2, band_rows)
+    finally:
+        p.set_path("auto")
     inputs = [rng.integers(0, 256, size=x0.shape).astype(np.uint8) for _ in range(8)]
     wants = [
         quant.requantize(
@@ -284,5 +368,5 @@ def test_dense_spec_matches_qnn_dense(data_dtype, weight_dtype):
             x, w, zx, zw = random_case(rng, g, data_dtype, weight_dtype, weight_dtype == np.uint8, worst)
             x2, w2 = x.reshape(m, k), w.reshape(n, k)
             want = (x2.astype(np.int64) - zx) @ (w2.astype(np.int64) - np.asarray(zw).reshape(-1, 1)).T
-            acc, parts = p.int_dense(x2, w2, zx, zw, 2)
+            acc, parts, _impl = p.int_dense(x2, w2, zx, zw, 2)
             np.testing.assert_array_equal(summed(acc, parts, n), want)

@@ -44,7 +44,7 @@ def import_onnx(model, *, optimize: bool = True, input_shapes=None, base_dir=Non
     if optimize:
         from accel.passes import simplify
 
-        graph = simplify(graph)
+        graph = simplify(graph, in_place=True)  # a graph of our own, typed as it was built
     return graph
 
 

@@ -23,7 +23,9 @@ is the region, in the backend's layout, with fused patterns as nested
    its nodes are offered to the next backends, then the host.
 5. **Layout.** Region inputs and outputs get host transposes from and to the
    model's layout; a transpose back followed by its inverse cancels, so two
-   adjacent NHWC regions exchange NHWC tensors directly.
+   adjacent NHWC regions exchange NHWC tensors directly. A region of
+   elementwise ops only whose inputs arrive in the model's layout is built in
+   that layout (:meth:`_Partitioner._region_layout`).
 6. **Report** (:mod:`accel.report`): where each node runs, and why each
    backend before it declined.
 
@@ -32,7 +34,6 @@ Requires a typed graph in topological order; the input graph is not modified.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import re
 import time
@@ -42,7 +43,9 @@ from functools import partial
 
 from accel.backend import Backend, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
-from accel.ir import CALL_OP, Graph, Node, Value
+from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused
+from accel.ops.registry import Layout, get_op
+from accel.passes._rewrite import permute_quant
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
 from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
@@ -82,17 +85,10 @@ def partition_graph(
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise PartitionError(f"a backend is listed twice in the target: {', '.join(names)}")
-    # Partitioning allocates many small objects that all live until it returns: the
-    # cyclic garbage collector would only rescan them (about half the time at 100k nodes).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         p = _Partitioner(graph, list(backends), layout)
         p.run()
         result = p.build()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     if materialize:
         for region in result.regions:
             assert region.body is not None
@@ -402,19 +398,41 @@ class _Partitioner:
         original = {v.name: v for v in host.values()}
         graph_outputs = {id(v) for v in self.graph.outputs}
 
+        # region outputs held in a backend layout, transposed back only when the host (or a
+        # region of another layout) reads them: regions of one layout pass them on directly
+        pending: dict[str, tuple[Value, Perm, str]] = {}
+
+        def plain_value(name: str) -> Value | None:
+            found = by_name.get(name)
+            if found is None and name in pending:
+                out, inverse, region = pending.pop(name)
+                found = transpose(out, inverse, region)
+                found.name = name
+                by_name[name] = found
+            return found
+
         def host_value(v: Value) -> Value:
-            return by_name.get(v.name, v)
+            found = plain_value(v.name)
+            return v if found is None else found
 
         def transpose(v: Value, axes: Perm, region: str) -> Value:
             key = (id(v), axes)
             out = transposes.get(key)
             if out is None:
-                t = host.new_node("transpose", [v], {"axes": axes}, name=f"{region}_layout")
+                # typed as the transpose rule would type it (the input's type, permuted), without
+                # running the rule again at each of the many region boundaries
+                name = host.fresh_name(f"{region}_layout")
+                out_type = TensorType(
+                    tuple(v.type.shape[a] for a in axes), v.type.dtype, permute_quant(v.type.quant, axes)
+                )
+                t = Node("transpose", [v], {"axes": axes}, [out_type], name=name, output_names=[host.fresh_name(name)])
                 new_nodes.append(t)
                 region_transposes.setdefault(region, []).append(t)
                 out = transposes[key] = t.output
             return out
 
+        group_of = {i: g for g, (_, idxs) in enumerate(self.groups) for i in idxs}
+        group_layout: dict[int, str] = {}  # region -> the layout its body is in
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
                 for i in idxs:
@@ -426,7 +444,9 @@ class _Partitioner:
             k = counters.get(backend.name, 0)
             counters[backend.name] = k + 1
             pname = f"{backend.name}_{k}"
-            _, vnodes, origin = self.views[backend.layout]
+            layout = self._region_layout(backend, idxs, group_of, group_layout)
+            group_layout[g] = layout
+            _, vnodes, origin = self.views[layout] if layout != self.layout else self._host_view()
             body_nodes = [vnodes[self.nodes[i].name] for i in idxs]
             produced = {id(v) for nd in body_nodes for v in nd.outputs}
             # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
@@ -442,7 +462,7 @@ class _Partitioner:
                     name, perm = origin[id(v)]
                     src = raw.get((name, perm))
                     if src is None:
-                        plain = by_name.get(name) or original[name]
+                        plain = plain_value(name) or original[name]
                         src = plain if _is_identity(perm) else transpose(plain, perm, pname)
                     param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
                     param_names.add(param.name)
@@ -486,10 +506,7 @@ class _Partitioner:
                     by_name[name] = out
                 else:
                     raw[(name, perm)] = out
-                    inverse = tuple(perm.index(a) for a in range(len(perm)))
-                    back = transpose(out, inverse, pname)
-                    back.name = name
-                    by_name[name] = back
+                    pending[name] = (out, tuple(perm.index(a) for a in range(len(perm))), pname)
             for i in idxs:
                 node_part[i] = pname
             work, macs, _ = self.region_stats[g]
@@ -499,13 +516,48 @@ class _Partitioner:
                 )
             )
 
-        host.nodes = new_nodes
         host.outputs = [host_value(v) for v in host.outputs]
+        host.nodes = new_nodes
         remove_dead_nodes(host)
         alive = {id(n) for n in host.nodes}
         for rep in reports:
             rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
         return PartitionResult(host, self._report(node_part, reports))
+
+    def _host_view(self) -> tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]:
+        """The host copy as a view in the model's layout (the view of a backend of that layout)."""
+        if self.layout not in self.views:
+            origin = {id(v): (v.name, tuple(range(v.type.rank))) for v in self.host.values()}
+            self.views[self.layout] = (self.host, {nd.name: nd for nd in self.host.nodes}, origin)
+        return self.views[self.layout]
+
+    def _region_layout(
+        self, backend: Backend, idxs: list[int], group_of: dict[int, int], group_layout: dict[int, str]
+    ) -> str:
+        """The layout a region's body is built in: its backend's, except for a region of elementwise ops only.
+
+        An elementwise op computes the same in any axis order, so such a region
+        whose inputs all arrive in the model's layout (from the host, graph
+        inputs or regions in that layout) takes that layout too, when the
+        backend's checks accept its nodes as they are there: a residual
+        ``add → relu`` between two planar regions then needs no transposes.
+        """
+        if backend.layout == self.layout:
+            return self.layout
+        host_nodes = self._host_view()[1]
+        inside = set(idxs)
+        for i in idxs:
+            node = self.nodes[i]
+            if self.unit[i] in self.composite or node.op == CALL_OP or get_op(node.op).layout is not Layout.ELEMENTWISE:
+                return backend.layout
+            for j in self.deps[i]:
+                if j not in inside and group_layout.get(group_of[j], self.layout) != self.layout:
+                    return backend.layout
+        for i in idxs:
+            host_node = host_nodes[self.nodes[i].name]
+            if self._call_check(backend, partial(backend.check_op, host_node), host_node) is not None:
+                return backend.layout
+        return self.layout
 
     def _outline_composites(self, body: Graph, units: list[int]) -> None:
         groups: dict[int, list[Node]] = {}
@@ -634,4 +686,4 @@ def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int
 
 
 def _is_identity(perm: Perm) -> bool:
-    return all(i == p for i, p in enumerate(perm))
+    return perm == tuple(range(len(perm)))

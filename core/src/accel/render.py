@@ -89,8 +89,11 @@ def _summary(report: Report) -> dict[str, Any]:
 
 
 def _ordered_reasons(node: NodeReport, order: list[str]) -> list[tuple[str, str]]:
-    rank = {b: i for i, b in enumerate(order)}
-    return sorted(node.reasons.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
+    """The node's reasons in target order (then any other backend by name)."""
+    items = list(node.reasons.items())
+    if len(items) > 1:  # called for every node: nothing to build or sort for one reason
+        items.sort(key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
+    return items
 
 
 @dataclass

@@ -115,19 +115,23 @@ class QuantParams:
         return f"q(axis={self.axis}, {self.scale.size} channels)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorType:
     """Static shape, dtype and (for quantized tensors) quantization parameters."""
 
     shape: tuple[int, ...]
     dtype: str
     quant: QuantParams | None = field(default=None, compare=True)
+    # the element count, computed once (slots, not a dict per type: graphs hold one per value)
+    _size: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        try:
-            shape = tuple(int(d) for d in self.shape)
-        except (TypeError, ValueError) as exc:
-            raise GraphError(f"shape must be a sequence of integers, got {self.shape!r}") from exc
+        shape = self.shape
+        if type(shape) is not tuple or not all(type(d) is int for d in shape):
+            try:
+                shape = tuple(int(d) for d in shape)
+            except (TypeError, ValueError) as exc:
+                raise GraphError(f"shape must be a sequence of integers, got {self.shape!r}") from exc
         if any(d < 0 for d in shape):
             raise GraphError(f"negative dimension in shape {list(shape)}")
         n = 1
@@ -145,7 +149,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return self._size  # type: ignore[attr-defined, no-any-return]
+        return self._size
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -173,13 +177,16 @@ class TensorType:
         return cls(tuple(array.shape), array.dtype.name, quant)
 
 
+_ATOMIC = frozenset({int, float, str, bool, type(None)})
+
+
 def freeze_attr(v: Any) -> Any:
     """Make an attribute value immutable and JSON-friendly (lists become tuples)."""
     t = type(v)
     if t is int or t is float or t is str or t is bool or v is None:
         return v
-    if t is tuple and all(type(x) is int for x in v):
-        return v
+    if t is tuple and all(type(x) in _ATOMIC for x in v):
+        return v  # already frozen: ints, floats, strings, bools or None
     if isinstance(v, (list, tuple)):
         return tuple(freeze_attr(x) for x in v)
     if isinstance(v, np.ndarray):

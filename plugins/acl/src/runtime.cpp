@@ -21,6 +21,7 @@
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/runtime.hpp>
 #include <accel_sdk/tensor.hpp>
+#include <accel_sdk/thread_pool.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -172,6 +173,18 @@ dnnl::memory pack(const dnnl::memory::desc& user, const void* data, const dnnl::
   return dst;
 }
 
+// fn(begin, end) over [0, n) in `threads` chunks on the sdk's pool (inline when small or 1 thread).
+template <class Fn>
+void chunked(std::size_t n, int threads, std::size_t min_chunk, Fn&& fn) {
+  const std::size_t t = static_cast<std::size_t>(onednn::resolve_threads(threads));
+  const std::size_t chunks = std::min(t, std::max<std::size_t>(1, n / min_chunk));
+  if (chunks <= 1) {
+    fn(std::size_t{0}, n);
+    return;
+  }
+  accel_sdk::parallel_for(chunks, [&](std::size_t i) { fn(n * i / chunks, n * (i + 1) / chunks); });
+}
+
 // ReLU (act 1) or bounded ReLU [0, hi] (act 2) in place, as the reference computes them:
 // NaN stays NaN and -0.0 stays -0.0 (oneDNN's eltwise post-ops turn NaN into 0, so the
 // activation is this loop, run right after the kernel while its output is in cache).
@@ -254,6 +267,7 @@ class ConvF32 final : public Kernel {
     auto attr = user_scratchpad();
     act_ = act;
     act_max_ = act_max;
+    threads_ = static_cast<int>(c.n.attrs.integer("threads"));
     out_elems_ = y.spec.shape.elements();
     onednn::guard("conv2d " + c.n.name, [&] {
       dnnl::convolution_forward::primitive_desc pd(
@@ -279,12 +293,16 @@ class ConvF32 final : public Kernel {
         {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}};
     if (has_bias_) args.emplace(DNNL_ARG_BIAS, weights_bias_);
     prim_.exec(e, std::move(args));
-    activate(static_cast<float*>(e.ptr[outs[0]]), out_elems_, act_, act_max_);
+    if (act_ != 0) {
+      float* y = static_cast<float*>(e.ptr[outs[0]]);
+      chunked(out_elems_, threads_, 1 << 15, [&](std::size_t a, std::size_t b) { activate(y + a, b - a, act_, act_max_); });
+    }
   }
 
  private:
   std::int64_t act_ = 0;
   float act_max_ = 0.f;
+  int threads_ = 0;
   std::size_t out_elems_ = 0;
   Prim prim_;
   dnnl::memory weights_, weights_bias_;
@@ -899,6 +917,7 @@ class QnnConv final : public Kernel {
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
     out_dtype_ = y.spec.dtype;
+    threads_ = threads;
     if (float_exact(spec, dense, xs, ws)) {
       build_float(c, spec, dense, xs, ws, ys);
       rq_ = std::move(rq);
@@ -917,26 +936,34 @@ class QnnConv final : public Kernel {
     float* acc = reinterpret_cast<float*>(e.scratch + in_bytes_);
     std::uint8_t* prim_scratch = e.scratch + in_bytes_ + acc_bytes_;
     const float zx = static_cast<float>(zx_);
-    if (signed_) {
-      const auto* x = static_cast<const std::int8_t*>(e.ptr[ins[0]]);
-      for (std::size_t i = 0; i < in_elems_; ++i) xf[i] = static_cast<float>(x[i]) - zx;
-    } else {
-      const auto* x = static_cast<const std::uint8_t*>(e.ptr[ins[0]]);
-      for (std::size_t i = 0; i < in_elems_; ++i) xf[i] = static_cast<float>(x[i]) - zx;
-    }
+    const void* xin = e.ptr[ins[0]];
+    chunked(in_elems_, threads_, 1 << 15, [&](std::size_t a, std::size_t b) {
+      if (signed_) {
+        const auto* x = static_cast<const std::int8_t*>(xin);
+        for (std::size_t i = a; i < b; ++i) xf[i] = static_cast<float>(x[i]) - zx;
+      } else {
+        const auto* x = static_cast<const std::uint8_t*>(xin);
+        for (std::size_t i = a; i < b; ++i) xf[i] = static_cast<float>(x[i]) - zx;
+      }
+    });
     const auto& eng = onednn::engine();
     Exec inner{e.stream, e.ptr, prim_scratch};
     prim_.exec(inner, {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, xf)},
                        {DNNL_ARG_WEIGHTS, weights_},
                        {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, acc)}});
-    // every sum is an integer below 2^24 in magnitude: the float -> int32 conversion is exact (in place)
+    // every sum is an integer below 2^24 in magnitude: the float -> int32 conversion is exact (in
+    // place), then the requantization, a block of rows per thread
     auto* acc32 = reinterpret_cast<std::int32_t*>(acc);
-    for (std::size_t i = 0; i < out_elems_; ++i) acc32[i] = static_cast<std::int32_t>(acc[i]);
-    if (out_dtype_ == ACCEL_UINT8) {
-      rq_.run(acc32, rows_, static_cast<std::uint8_t*>(e.ptr[outs[0]]), 1, quant::best_requantize_isa());
-    } else {
-      rq_.run(acc32, rows_, static_cast<std::int8_t*>(e.ptr[outs[0]]), 1, quant::best_requantize_isa());
-    }
+    const std::size_t oc = out_elems_ / rows_;
+    void* out = e.ptr[outs[0]];
+    chunked(rows_, threads_, std::max<std::size_t>(1, (1 << 14) / oc), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t i = r0 * oc; i < r1 * oc; ++i) acc32[i] = static_cast<std::int32_t>(acc[i]);
+      if (out_dtype_ == ACCEL_UINT8) {
+        rq_.run(acc32 + r0 * oc, r1 - r0, static_cast<std::uint8_t*>(out) + r0 * oc, 1, quant::best_requantize_isa());
+      } else {
+        rq_.run(acc32 + r0 * oc, r1 - r0, static_cast<std::int8_t*>(out) + r0 * oc, 1, quant::best_requantize_isa());
+      }
+    });
   }
 
  private:
@@ -1023,6 +1050,7 @@ class QnnConv final : public Kernel {
   dnnl::memory::desc src_md_, dst_md_;
   quant::ChannelRequantizer rq_;
   std::int32_t out_dtype_ = 0, zx_ = 0;
+  int threads_ = 0;
   bool signed_ = false;
   std::size_t in_elems_ = 0, out_elems_ = 0, rows_ = 0, in_bytes_ = 0, acc_bytes_ = 0;
 };

@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -89,6 +91,9 @@ onednn::ConvShape shape_of(const py::dict& g) {
   return s;
 }
 
+// The path every IntConv of the probe is created with (set_path: "auto", "int8", "f32").
+onednn::IntConvPath g_path = onednn::IntConvPath::automatic;
+
 onednn::IntConvSpec conv_spec(const py::dict& g, const py::array& data, const py::array& weights, int zx,
                               const std::vector<std::int32_t>& zw, const std::string& layout) {
   onednn::IntConvSpec s;
@@ -101,6 +106,7 @@ onednn::IntConvSpec conv_spec(const py::dict& g, const py::array& data, const py
                     : layout == "hwio" ? onednn::WeightLayout::hwio
                                        : onednn::WeightLayout::ohwi;
   s.weight_zero_points = zw;
+  s.path = g_path;
   if (static_cast<std::size_t>(weights.size()) != s.shape.weight_count()) throw std::invalid_argument("weight size");
   return s;
 }
@@ -119,6 +125,22 @@ py::tuple int_conv(const py::dict& g, const py::array& data, const py::array& we
     conv.run(data.data(), acc.mutable_data());
   }
   return py::make_tuple(acc, conv.parts(), conv.impl(), conv.band_count());
+}
+
+// Seconds per IntConv::run (median of `repeat` runs after one warm-up), without creation.
+double int_conv_seconds(const py::dict& g, const py::array& data, const py::array& weights, int zx,
+                        const std::vector<std::int32_t>& zw, int threads, int repeat) {
+  onednn::IntConv conv(conv_spec(g, data, weights, zx, zw, "ohwi"), threads);
+  std::vector<std::int32_t> acc(conv.rows() * conv.acc_width());
+  std::vector<double> t;
+  py::gil_scoped_release release;
+  for (int i = 0; i <= repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    conv.run(data.data(), acc.data());
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin() + 1, t.end());
+  return t[1 + static_cast<std::size_t>(repeat) / 2];
 }
 
 // requantized output (rows x oc) and whether it ran in bands
@@ -245,12 +267,13 @@ py::tuple int_dense(const py::array& data, const py::array& weights, int zx, con
   if (data.ndim() != 2 || weights.ndim() != 2 || data.shape(1) != weights.shape(1)) {
     throw std::invalid_argument("data [M, K] and weights [N, K]");
   }
-  onednn::IntConv conv(onednn::dense_spec(data.shape(0), data.shape(1), weights.shape(0), dtype_code(data), zx,
-                                          dtype_code(weights), weights.data(), zw),
-                       threads);
+  onednn::IntConvSpec spec = onednn::dense_spec(data.shape(0), data.shape(1), weights.shape(0), dtype_code(data), zx,
+                                                dtype_code(weights), weights.data(), zw);
+  spec.path = g_path;
+  onednn::IntConv conv(spec, threads);
   py::array_t<std::int32_t> acc({conv.rows(), conv.acc_width()});
   conv.run(data.data(), acc.mutable_data());
-  return py::make_tuple(acc, conv.parts());
+  return py::make_tuple(acc, conv.parts(), conv.impl());
 }
 
 // One IntConvRequantize kept across calls, for the concurrency test.
@@ -287,6 +310,12 @@ class ConvOp {
 PYBIND11_MODULE(_sdk_onednn_probe, m) {
   m.def("cpu_isa", [] { return std::string(onednn::isa_name(onednn::cpu_isa())); });
   m.def("int8_exact", &onednn::int8_exact);
+  m.def("set_path", [](const std::string& path) {
+    if (path == "auto") g_path = onednn::IntConvPath::automatic;
+    else if (path == "int8") g_path = onednn::IntConvPath::int8;
+    else if (path == "f32") g_path = onednn::IntConvPath::f32;
+    else throw std::invalid_argument("unknown path " + path);
+  });
   m.def("requantize_isa", [] { return std::string(quant::requantize_isa_name(quant::best_requantize_isa())); });
   m.def("resolve_threads", &onednn::resolve_threads);
   m.def("threads_in_scope", [](int n) {
@@ -312,6 +341,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   m.def("requantize", &requantize);
   m.def("int_conv", &int_conv);
   m.def("int_dense", &int_dense);
+  m.def("int_conv_seconds", &int_conv_seconds);
   py::class_<ConvOp>(m, "ConvOp")
       .def(py::init<const py::dict&, const py::array&, const py::array&, int, const std::vector<std::int32_t>&,
                     const std::vector<float>&, float, int, const std::vector<std::int32_t>&, int, std::int64_t>())

@@ -79,8 +79,11 @@ def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
             yield sparse.indices
         for node in g.node:
             for attr in node.attribute:
-                yield from _attr_tensors(attr)
-                pending.extend(_attr_graphs(attr))
+                # most attributes hold numbers or strings: a few field tests pass them by
+                if attr.HasField("t") or attr.tensors or attr.HasField("sparse_tensor") or attr.sparse_tensors:
+                    yield from _attr_tensors(attr)
+                if attr.HasField("g") or attr.graphs:
+                    pending.extend(_attr_graphs(attr))
 
 
 def subgraph_depth(graph: GraphProto) -> int:
@@ -92,7 +95,8 @@ def subgraph_depth(graph: GraphProto) -> int:
         deepest = max(deepest, depth)
         for node in g.node:
             for attr in node.attribute:
-                pending.extend((sub, depth + 1) for sub in _attr_graphs(attr))
+                if attr.HasField("g") or attr.graphs:
+                    pending.extend((sub, depth + 1) for sub in _attr_graphs(attr))
     return deepest
 
 

@@ -39,7 +39,16 @@ from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helpe
 
 from accel.errors import AccelError, ExternalDataError, GraphError, InputError, ModelError, UnsupportedOpError
 from accel.frontend.external_data import load_external_data, subgraph_depth
-from accel.ir import MAX_ELEMENTS, Graph, Node, QuantParams, TensorType, Value, stable_topological_order
+from accel.ir import (
+    MAX_ELEMENTS,
+    Graph,
+    Node,
+    QuantParams,
+    TensorType,
+    Value,
+    collector_paused,
+    stable_topological_order,
+)
 from accel.limits import MAX_FOLD_BYTES, check_depth, fmt_bytes
 from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
 
@@ -684,11 +693,12 @@ class _Importer:
 
     def run(self) -> Graph:
         g = self.g
+        for node in g.node:
+            self.reserved.update(node.input)
+            self.reserved.update(node.output)
+        self.reserved.discard("")  # an omitted optional input or output names nothing
         for name in [v.name for v in g.input] + [t.name for t in g.initializer] + [v.name for v in g.output]:
             self.reserved.add(name)
-        for node in g.node:
-            self.reserved.update(n for n in node.input if n)
-            self.reserved.update(n for n in node.output if n)
         order = self.toposort()
 
         init_names = {t.name for t in g.initializer}
@@ -726,7 +736,7 @@ class _Importer:
 
         outputs = self.bind_outputs()
         graph = Graph(inputs, outputs, self.nodes, name="main")
-        graph.lint()
+        graph.lint(check_types=False)  # each node's types were inferred as it was created
         return graph
 
     def convert(self, node: NodeProto, index: int) -> None:
@@ -864,7 +874,8 @@ def import_model(
     external data.
     """
     proto = load_model_proto(model, base_dir=base_dir)
-    return _Importer(proto, input_shapes, input_values).run()
+    with collector_paused():
+        return _Importer(proto, input_shapes, input_values).run()
 
 
 def symbolic_input_dims(model: str | os.PathLike[str] | bytes | ModelProto) -> dict[str, list[tuple[int, str]]]:

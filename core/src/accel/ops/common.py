@@ -27,6 +27,9 @@ def same_as_input(attrs: Any, x: TensorType, *rest: TensorType) -> TensorType:
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    first = tuple(shapes[0]) if shapes else ()
+    if all(tuple(s) == first for s in shapes[1:]):
+        return first  # the common case (operands of one shape), without numpy's call
     try:
         return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
     except ValueError:
@@ -34,13 +37,15 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def normalize_axis(axis: int, rank: int) -> int:
-    expect(-rank <= axis < max(rank, 1), f"axis {axis} is out of range for rank {rank}")
+    if not (-rank <= axis < max(rank, 1)):
+        raise TypeInferenceError(f"axis {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
 
 
 def layout_axes(layout: str) -> tuple[int, int, int]:
     """(channel, height, width) axis indices of a 4-D layout (NCHW or NHWC)."""
-    expect(layout in ("NCHW", "NHWC"), f"layout {layout!r} must be NCHW or NHWC")
+    if layout not in ("NCHW", "NHWC"):
+        raise TypeInferenceError(f"layout {layout!r} must be NCHW or NHWC")
     return (1, 2, 3) if layout == "NCHW" else (3, 1, 2)
 
 

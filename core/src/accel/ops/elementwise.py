@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from accel.errors import TypeInferenceError
 from accel.ops.common import FLOAT_DTYPES, broadcast_shapes, expect, normalize_axis
 from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
 from accel.quant import along_axis
@@ -36,11 +37,13 @@ def _expect_float(x: TensorType, what: str = "input") -> None:
 
 
 def _expect_numeric(x: TensorType, what: str = "input") -> None:
-    expect(x.dtype != "bool", f"{what} is bool, this op needs a numeric dtype; cast it first")
+    if x.dtype == "bool":
+        raise TypeInferenceError(f"{what} is bool, this op needs a numeric dtype; cast it first")
 
 
 def _expect_unquantized(x: TensorType, hint: str) -> None:
-    expect(x.quant is None, f"input {x} is quantized; {hint}")
+    if x.quant is not None:
+        raise TypeInferenceError(f"input {x} is quantized; {hint}")
 
 
 def _quant_in_frame(q: QuantParams | None, rank: int, out_rank: int) -> QuantParams | None:
@@ -62,26 +65,24 @@ def _binary_rule(quant: str) -> Callable[..., TensorType]:
     """
 
     def infer(attrs: Any, a: TensorType, b: TensorType) -> TensorType:
-        expect(
-            a.dtype == b.dtype,
-            f"inputs are {a.dtype} and {b.dtype}; both must have one dtype (insert a cast)",
-        )
+        if a.dtype != b.dtype:
+            raise TypeInferenceError(f"inputs are {a.dtype} and {b.dtype}; both must have one dtype (insert a cast)")
         _expect_numeric(a)
         shape = broadcast_shapes(a.shape, b.shape)
         if a.quant is None and b.quant is None:
             return TensorType(shape, a.dtype)
-        expect(quant != "none", "quantized inputs need the qnn ops (qnn.add, qnn.mul) or a qnn.dequantize first")
+        if quant == "none":
+            raise TypeInferenceError("quantized inputs need the qnn ops (qnn.add, qnn.mul) or a qnn.dequantize first")
         qa = _quant_in_frame(a.quant, a.rank, len(shape))
         qb = _quant_in_frame(b.quant, b.rank, len(shape))
-        expect(
-            qa is not None and qb is not None and qa == qb,
-            f"inputs are quantized differently ({a.quant!r} vs {b.quant!r}); requantize one side first",
-        )
+        if not (qa is not None and qb is not None and qa == qb):
+            raise TypeInferenceError(
+                f"inputs are quantized differently ({a.quant!r} vs {b.quant!r}); requantize one side first"
+            )
         assert qa is not None
-        if quant == "zero_point0":
-            expect(
-                not np.any(qa.zero_point),
-                f"quantized inputs with non-zero zero point ({qa!r}) cannot be added raw; use qnn.add",
+        if quant == "zero_point0" and np.any(qa.zero_point):
+            raise TypeInferenceError(
+                f"quantized inputs with non-zero zero point ({qa!r}) cannot be added raw; use qnn.add"
             )
         return TensorType(shape, a.dtype, qa)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from accel.ops.common import expect
+from accel.errors import TypeInferenceError
 
 DATA_LAYOUTS = ("NCHW", "NHWC")
 KERNEL_LAYOUTS = ("OIHW", "OHWI", "HWIO", "IHWO")
@@ -44,6 +44,8 @@ def _is_int(v: Any) -> bool:
 def _ints(value: Any, n: int, name: str, *, allowed: Sequence[int] = ()) -> tuple[int, ...]:
     """Read an int or tuple attribute as ``n`` ints (an int or a 1-tuple repeats;
     with ``allowed=(2,)`` and ``n=4``, a pair ``(h, w)`` applies to both sides)."""
+    if type(value) is tuple and len(value) == n and all(type(v) is int for v in value):
+        return value  # the common case (a node's frozen attribute): nothing to convert
     if _is_int(value):
         vals: tuple[int, ...] = (int(value),)
     elif isinstance(value, (tuple, list)) and all(_is_int(v) for v in value):
@@ -51,9 +53,10 @@ def _ints(value: Any, n: int, name: str, *, allowed: Sequence[int] = ()) -> tupl
     else:
         vals = ()
     sizes = sorted({1, n, *allowed})
-    expect(
-        len(vals) in sizes, f"{name} must be an int or a tuple of {' or '.join(map(str, sizes))} ints, got {value!r}"
-    )
+    if len(vals) not in sizes:
+        raise TypeInferenceError(
+            f"{name} must be an int or a tuple of {' or '.join(map(str, sizes))} ints, got {value!r}"
+        )
     if len(vals) == n:
         return vals
     if len(vals) == 1:
@@ -65,19 +68,22 @@ def _pad4(value: Any) -> tuple[int, int, int, int]:
     """``padding`` as (top, left, bottom, right); accepts 1, 2 or 4 values."""
     pt, pl, pb, pr = _ints(value, 4, "padding", allowed=(2,))
     pads = (pt, pl, pb, pr)
-    expect(all(p >= 0 for p in pads), f"padding must be non-negative, got {pads}")
+    if not all(p >= 0 for p in pads):
+        raise TypeInferenceError(f"padding must be non-negative, got {pads}")
     return pads
 
 
 def _positive_pair(value: Any, name: str) -> tuple[int, int]:
     a, b = _ints(value, 2, name)
     vals = (a, b)
-    expect(all(v >= 1 for v in vals), f"{name} must be positive, got {vals}")
+    if not all(v >= 1 for v in vals):
+        raise TypeInferenceError(f"{name} must be positive, got {vals}")
     return vals
 
 
 def _layout(value: Any, allowed: Sequence[str], name: str) -> str:
-    expect(value in allowed, f"{name} {value!r} is not supported (use {', '.join(allowed)})")
+    if value not in allowed:
+        raise TypeInferenceError(f"{name} {value!r} is not supported (use {', '.join(allowed)})")
     return str(value)
 
 
@@ -133,7 +139,8 @@ class ConvGeometry:
 
 def _spatial(shape: Sequence[int], layout: str) -> tuple[int, int, int, int]:
     """(N, C, H, W) of a 4-D data shape."""
-    expect(len(shape) == 4, f"data must be 4-D ({layout}), got shape {list(shape)}")
+    if len(shape) != 4:
+        raise TypeInferenceError(f"data must be 4-D ({layout}), got shape {list(shape)}")
     if layout == "NCHW":
         n, c, h, w = shape
     else:
@@ -153,10 +160,8 @@ def _conv_attrs(
     dilation = _positive_pair(attrs.get("dilation", (1, 1)), "dilation")
     pads = _pad4(attrs.get("padding", (0, 0, 0, 0)))
     groups = attrs.get("groups", 1)
-    expect(
-        isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1,
-        f"groups must be a positive int, got {groups!r}",
-    )
+    if not (isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1):
+        raise TypeInferenceError(f"groups must be a positive int, got {groups!r}")
     return dl, kl, strides, dilation, pads, groups
 
 
@@ -164,20 +169,24 @@ def conv2d_geometry(attrs: Mapping[str, Any], data_shape: Sequence[int], weight_
     """Validate an ``nn.conv2d`` (or ``qnn.conv2d``) and compute its geometry."""
     dl, kl, (sh, sw), (dh, dw), (pt, pl, pb, pr), groups = _conv_attrs(attrs, KERNEL_LAYOUTS)
     n, c, h, w = _spatial(data_shape, dl)
-    expect(len(weight_shape) == 4, f"weight must be 4-D ({kl}), got shape {list(weight_shape)}")
+    if len(weight_shape) != 4:
+        raise TypeInferenceError(f"weight must be 4-D ({kl}), got shape {list(weight_shape)}")
     o, i, kh, kw = (weight_shape[kl.index(a)] for a in "OIHW")
-    expect(min(o, i, kh, kw) >= 1, f"weight shape {list(weight_shape)} ({kl}) has an empty dimension")
-    expect(c % groups == 0, f"groups={groups} does not divide the {c} input channels")
-    expect(o % groups == 0, f"groups={groups} does not divide the {o} output channels of the weight")
-    expect(
-        c == i * groups,
-        f"data has {c} channels but the weight {list(weight_shape)} ({kl}) expects {i} per group x {groups} groups = {i * groups}",
-    )
+    if min(o, i, kh, kw) < 1:
+        raise TypeInferenceError(f"weight shape {list(weight_shape)} ({kl}) has an empty dimension")
+    if c % groups:
+        raise TypeInferenceError(f"groups={groups} does not divide the {c} input channels")
+    if o % groups:
+        raise TypeInferenceError(f"groups={groups} does not divide the {o} output channels of the weight")
+    if c != i * groups:
+        raise TypeInferenceError(
+            f"data has {c} channels but the weight {list(weight_shape)} ({kl}) expects {i} per group x {groups} groups = {i * groups}"
+        )
     eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
-    expect(
-        h + pt + pb >= eh and w + pl + pr >= ew,
-        f"kernel extent {eh}x{ew} (kernel {kh}x{kw}, dilation {dh}x{dw}) is larger than the padded input {h + pt + pb}x{w + pl + pr}",
-    )
+    if not (h + pt + pb >= eh and w + pl + pr >= ew):
+        raise TypeInferenceError(
+            f"kernel extent {eh}x{ew} (kernel {kh}x{kw}, dilation {dh}x{dw}) is larger than the padded input {h + pt + pb}x{w + pl + pr}"
+        )
     oh, ow = _out_size(h, pt + pb, eh, sh), _out_size(w, pl + pr, ew, sw)
     return ConvGeometry(dl == "NCHW", n, c, h, w, o, i, kh, kw, groups, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow, kl)
 
@@ -235,14 +244,12 @@ def pool2d_geometry(attrs: Mapping[str, Any], shape: Sequence[int]) -> PoolGeome
     pt, pl, pb, pr = _pad4(attrs["padding"])
     n, c, h, w = _spatial(shape, layout)
     eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
-    expect(
-        max(pt, pb) < eh and max(pl, pr) < ew,
-        f"padding {(pt, pl, pb, pr)} must be smaller than the pooling window extent {eh}x{ew}",
-    )
-    expect(
-        h + pt + pb >= eh and w + pl + pr >= ew,
-        f"pooling window extent {eh}x{ew} is larger than the padded input {h + pt + pb}x{w + pl + pr}",
-    )
+    if not (max(pt, pb) < eh and max(pl, pr) < ew):
+        raise TypeInferenceError(f"padding {(pt, pl, pb, pr)} must be smaller than the pooling window extent {eh}x{ew}")
+    if not (h + pt + pb >= eh and w + pl + pr >= ew):
+        raise TypeInferenceError(
+            f"pooling window extent {eh}x{ew} is larger than the padded input {h + pt + pb}x{w + pl + pr}"
+        )
     ceil = bool(attrs["ceil_mode"])
     oh, ow = _pool_out(h, pt, pb, eh, sh, ceil), _pool_out(w, pl, pr, ew, sw, ceil)
     eb = max(0, (oh - 1) * sh + eh - (h + pt + pb))
@@ -256,10 +263,8 @@ def same_padding(size: int, kernel: int, stride: int = 1, dilation: int = 1, *, 
     The total is split evenly; an odd remainder goes to the end for SAME_UPPER
     (``upper=True``) and to the beginning for SAME_LOWER.
     """
-    expect(
-        size >= 0 and min(kernel, stride, dilation) >= 1,
-        f"bad window: size {size}, kernel {kernel}, stride {stride}, dilation {dilation}",
-    )
+    if not (size >= 0 and min(kernel, stride, dilation) >= 1):
+        raise TypeInferenceError(f"bad window: size {size}, kernel {kernel}, stride {stride}, dilation {dilation}")
     out = -(-size // stride)
     total = max(0, (out - 1) * stride + (kernel - 1) * dilation + 1 - size)
     small, big = total // 2, total - total // 2

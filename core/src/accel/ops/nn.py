@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from accel.errors import TypeInferenceError
 from accel.ops.common import (
     FLOAT_DTYPES,
     conv_channel_axes,
@@ -779,23 +780,26 @@ def dense_out_shape(data_shape: Sequence[int], weight_shape: Sequence[int]) -> t
 
 
 def _numeric(t: TensorType, what: str, op: str) -> None:
-    expect(t.dtype in _NUMERIC_DTYPES, f"{what} has dtype {t.dtype}; {op} takes float or integer tensors")
+    if t.dtype not in _NUMERIC_DTYPES:
+        raise TypeInferenceError(f"{what} has dtype {t.dtype}; {op} takes float or integer tensors")
 
 
 def _float(t: TensorType, what: str, op: str) -> None:
-    expect(t.dtype in FLOAT_DTYPES, f"{what} has dtype {t.dtype}; {op} takes float tensors ({', '.join(FLOAT_DTYPES)})")
+    if t.dtype not in FLOAT_DTYPES:
+        raise TypeInferenceError(f"{what} has dtype {t.dtype}; {op} takes float tensors ({', '.join(FLOAT_DTYPES)})")
 
 
 def _not_quantized(op: str, qop: str, *types: TensorType) -> None:
-    expect(all(t.quant is None for t in types), f"{op} got a quantized input; quantized tensors go through {qop}")
+    if any(t.quant is not None for t in types):
+        raise TypeInferenceError(f"{op} got a quantized input; quantized tensors go through {qop}")
 
 
 def _same_dtype(op: str, **types: TensorType) -> None:
     dtypes = {name: t.dtype for name, t in types.items()}
-    expect(
-        len(set(dtypes.values())) == 1,
-        f"{op} needs one dtype for all inputs, got " + ", ".join(f"{k} {v}" for k, v in dtypes.items()),
-    )
+    if len(set(dtypes.values())) != 1:
+        raise TypeInferenceError(
+            f"{op} needs one dtype for all inputs, got " + ", ".join(f"{k} {v}" for k, v in dtypes.items())
+        )
 
 
 def _contiguous(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:

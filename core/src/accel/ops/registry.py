@@ -278,18 +278,22 @@ def complete_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None, node: str = ""
     if isinstance(attrs, MappingProxyType) and attrs.keys() == opdef.attrs.keys():
         return attrs  # frozen and complete already (a node's own attributes)
     attrs = dict(attrs or {})
-    where = f"node {node!r} ({opdef.name})" if node else opdef.name
-    unknown = sorted(set(attrs) - set(opdef.attrs))
-    if unknown:
+    if not attrs.keys() <= opdef.attrs.keys():
+        unknown = sorted(set(attrs) - set(opdef.attrs))
         raise TypeInferenceError(
-            f"{where}: unknown attribute(s) {', '.join(unknown)}; known: {', '.join(sorted(opdef.attrs)) or 'none'}"
+            f"{_where(opdef, node)}: unknown attribute(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(opdef.attrs)) or 'none'}"
         )
     for key, default in opdef.attrs.items():
         if key not in attrs:
             if default is REQUIRED:
-                raise TypeInferenceError(f"{where}: missing required attribute {key!r}")
+                raise TypeInferenceError(f"{_where(opdef, node)}: missing required attribute {key!r}")
             attrs[key] = default
     return freeze_attrs(attrs)
+
+
+def _where(opdef: OpDef, node: str) -> str:
+    return f"node {node!r} ({opdef.name})" if node else opdef.name
 
 
 def infer_node_types(

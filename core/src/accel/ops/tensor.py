@@ -34,7 +34,8 @@ def _int_tuple(v: Any, name: str) -> tuple[int, ...]:
     """An attribute holding an int or a tuple of ints, as a tuple."""
     if _is_int_attr(v):
         return (v,)
-    expect(isinstance(v, tuple) and all(_is_int_attr(d) for d in v), f"{name} must be a tuple of integers, got {v!r}")
+    if not (isinstance(v, tuple) and all(_is_int_attr(d) for d in v)):
+        raise TypeInferenceError(f"{name} must be a tuple of integers, got {v!r}")
     return tuple(v)
 
 
@@ -55,9 +56,11 @@ def _permuted_quant(q: QuantParams | None, perm: Sequence[int], rank: int) -> Qu
 
 
 def _permutation(axes: Sequence[int], rank: int) -> tuple[int, ...]:
-    expect(len(axes) == rank, f"axes {list(axes)} must name each of the {rank} input axes once")
+    if len(axes) != rank:
+        raise TypeInferenceError(f"axes {list(axes)} must name each of the {rank} input axes once")
     perm = tuple(normalize_axis(a, rank) for a in axes)
-    expect(sorted(perm) == list(range(rank)), f"axes {list(axes)} is not a permutation of 0..{rank - 1}")
+    if sorted(perm) != list(range(rank)):
+        raise TypeInferenceError(f"axes {list(axes)} is not a permutation of 0..{rank - 1}")
     return perm
 
 

@@ -2,13 +2,15 @@
 
 Each pass copies its input (``graph.copy()``), never mutates it, and returns a
 graph that passes :meth:`~accel.ir.Graph.lint`; each docstring says what the
-pass requires and what it guarantees. :func:`simplify` is the standard
-pipeline :func:`accel.import_onnx` runs.
+pass requires and what it guarantees. With ``in_place=True`` a pass rewrites
+the graph it is given instead, for a caller that owns it: :func:`simplify`, the
+standard pipeline :func:`accel.import_onnx` runs, copies its input once and
+runs every pass on that copy.
 """
 
 from __future__ import annotations
 
-from accel.ir import Graph
+from accel.ir import Graph, collector_paused
 from accel.passes.dce import eliminate_dead_code
 from accel.passes.fold_batch_norm import fold_batch_norm
 from accel.passes.fold_constants import DEFAULT_MAX_BYTES, fold_constants
@@ -17,21 +19,33 @@ from accel.passes.layout import convert_layout
 from accel.passes.qdq_to_qnn import qdq_protected_nodes, qdq_to_qnn
 
 
-def simplify(graph: Graph) -> Graph:
+def simplify(graph: Graph, *, in_place: bool = False) -> Graph:
     """The default pipeline: types, QDQ → qnn, folding, batch-norm folding, dead code.
 
     ``infer_types → qdq_to_qnn → fold_constants → fold_batch_norm →
     fold_constants → eliminate_dead_code``, then ``lint``. ``qdq_to_qnn`` runs
     before folding so that quantized weights stay quantized; the dequantizes of
     constants it leaves (a float head's weights) fold to float constants.
+
+    The input graph is copied once (by ``infer_types``) and every pass rewrites
+    that copy. With ``in_place`` the passes rewrite ``graph`` itself, which must
+    be typed already: every output type what its op's rule gives, as
+    :func:`~accel.frontend.onnx.import_model` returns it (``infer_types`` is then
+    skipped; :func:`accel.import_onnx` does this). Each pass infers the types of
+    the nodes it creates or whose inputs it retypes, so the result's final lint
+    does not run every type rule again.
     """
-    g = infer_types(graph)
-    g = qdq_to_qnn(g)
-    g = fold_constants(g)
-    g = fold_batch_norm(g)
-    g = fold_constants(g)
-    g = eliminate_dead_code(g)
-    g.lint()
+    with collector_paused():
+        if in_place:
+            g = graph
+        else:
+            g = infer_types(graph)
+        g = qdq_to_qnn(g, in_place=True)
+        g = fold_constants(g, in_place=True)
+        g = fold_batch_norm(g, in_place=True)
+        g = fold_constants(g, in_place=True)
+        g = eliminate_dead_code(g, in_place=True)
+        g.lint(check_types=False)
     return g
 
 

@@ -74,14 +74,23 @@ class Rewriter:
         self._subst: dict[int, Value] = {}
         self._outputs = list(graph.outputs)
         self._output_ids = {id(v) for v in graph.outputs}
-        # Use lists of the graph as it was when the sweep started.
-        self._users: dict[int, list[Node]] = {}
-        for node in graph.nodes:
-            seen: set[int] = set()
-            for v in node.inputs:
-                if id(v) not in seen:
-                    seen.add(id(v))
-                    self._users.setdefault(id(v), []).append(node)
+        # Use lists of the graph as it was when the sweep started, built on the first query
+        # (many passes never ask): the sweep replaces input lists, it never edits one.
+        self._start = [(node, node.inputs) for node in graph.nodes]
+        self._users_map: dict[int, list[Node]] | None = None
+
+    @property
+    def _users(self) -> dict[int, list[Node]]:
+        if self._users_map is None:
+            users: dict[int, list[Node]] = {}
+            for node, inputs in self._start:
+                seen: set[int] = set()
+                for v in inputs:
+                    if id(v) not in seen:
+                        seen.add(id(v))
+                        users.setdefault(id(v), []).append(node)
+            self._users_map = users
+        return self._users_map
 
     # -- queries about the original graph --------------------------------------------------
     def users(self, value: Value) -> list[Node]:

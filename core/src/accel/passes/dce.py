@@ -5,14 +5,15 @@ from __future__ import annotations
 from accel.ir import Graph
 
 
-def eliminate_dead_code(graph: Graph) -> Graph:
+def eliminate_dead_code(graph: Graph, *, in_place: bool = False) -> Graph:
     """Drop every node none of whose outputs reaches a graph output.
 
     Requires: a graph in topological order. Guarantees: the same inputs,
     outputs and results; the kept nodes in their original order; nested graphs
-    (``call`` bodies) cleaned the same way. The input graph is not modified.
+    (``call`` bodies) cleaned the same way. With ``in_place`` ``graph`` itself
+    is cleaned and returned; otherwise the input graph is not modified.
     """
-    g = graph.copy()
+    g = graph if in_place else graph.copy()
     remove_dead_nodes(g)
     return g
 

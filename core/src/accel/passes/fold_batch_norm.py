@@ -8,9 +8,10 @@ from accel.ir import CALL_OP, Graph, Node, Value
 from accel.ops.common import FLOAT_DTYPES
 from accel.ops.registry import get_op
 from accel.passes._rewrite import Rewriter, evaluate
+from accel.passes.dce import remove_dead_nodes
 
 
-def fold_batch_norm(graph: Graph) -> Graph:
+def fold_batch_norm(graph: Graph, *, in_place: bool = False) -> Graph:
     """``linear → [bias] → nn.batch_norm`` becomes ``linear' → nn.bias_add``.
 
     With ``s = gamma / sqrt(var + eps)``: the weight's output channels are
@@ -25,9 +26,13 @@ def fold_batch_norm(graph: Graph) -> Graph:
 
     Requires: a typed graph in topological order. Guarantees: the same results
     up to float rounding (parameters combined in float64), output names kept,
-    nodes left without readers removed. The input graph is not modified.
+    nodes left without readers removed. With ``in_place`` the pass rewrites
+    ``graph`` itself and returns it; otherwise the input graph is not modified.
     """
-    g = graph.copy()
+    g = graph if in_place else graph.copy()
+    if not any(node.op == "nn.batch_norm" for node in g.nodes):
+        remove_dead_nodes(g)  # nothing to fold: what the sweep would leave
+        return g
     rw = Rewriter(g)
     for node in g.nodes:
         if node.op == "nn.batch_norm" and _fold(node, rw):

@@ -6,6 +6,7 @@ from accel.errors import AccelError
 from accel.ir import CALL_OP, Graph, Node, Value
 from accel.ops.registry import infer_node_types
 from accel.passes._rewrite import Rewriter, evaluate, is_identity
+from accel.passes.dce import remove_dead_nodes
 from accel.passes.qdq_to_qnn import qdq_protected_nodes
 
 #: Folding never creates a constant larger than this, unless it is no larger
@@ -14,7 +15,7 @@ from accel.passes.qdq_to_qnn import qdq_protected_nodes
 DEFAULT_MAX_BYTES = 16 << 20
 
 
-def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph:
+def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES, in_place: bool = False) -> Graph:
     """Evaluate nodes whose inputs are all constants; simplify trivial data movement.
 
     A node reading only constants is run once with its reference kernel and
@@ -29,10 +30,14 @@ def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph
 
     Requires: a typed graph in topological order. Guarantees: the same results
     (folded values are exactly what the kernels compute at run time), output
-    names kept, nodes left without readers removed. The input graph is not
+    names kept, nodes left without readers removed. With ``in_place`` the pass
+    rewrites ``graph`` itself and returns it; otherwise the input graph is not
     modified.
     """
-    g = graph.copy()
+    g = graph if in_place else graph.copy()
+    if not any(node.op in _MOVES or _all_constant(node) for node in g.nodes):
+        remove_dead_nodes(g)  # nothing to fold or simplify: what the sweep would leave
+        return g
     protected = qdq_protected_nodes(g)
     rw = Rewriter(g)
     for node in g.nodes:
@@ -46,6 +51,13 @@ def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Graph
     return rw.finish()
 
 
+_MOVES = ("reshape", "transpose", "cast")  # what _simplify rewrites
+
+
+def _all_constant(node: Node) -> bool:
+    return node.op != CALL_OP and bool(node.inputs) and all(v.const is not None for v in node.inputs)
+
+
 def _foldable(node: Node, inputs: list[Value], protected: set[int], max_bytes: int) -> bool:
     if node.op == CALL_OP or not inputs or id(node) in protected:
         return False
@@ -57,7 +69,7 @@ def _foldable(node: Node, inputs: list[Value], protected: set[int], max_bytes: i
 
 def _simplify(node: Node, inputs: list[Value], rw: Rewriter) -> bool:
     """Rewrite ``node`` when it is trivial data movement; return whether it was handled."""
-    if node.op not in ("reshape", "transpose", "cast") or len(inputs) != 1:
+    if node.op not in _MOVES or len(inputs) != 1:
         return False
     out = node.output
     x = inputs[0]

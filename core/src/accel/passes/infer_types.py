@@ -7,7 +7,7 @@ from accel.ir import Graph
 from accel.ops.registry import infer_node_types
 
 
-def infer_types(graph: Graph) -> Graph:
+def infer_types(graph: Graph, *, in_place: bool = False) -> Graph:
     """Re-run each node's type rule in order and rebuild its output types.
 
     Use it after changing the types of graph inputs (e.g. binding a batch
@@ -16,9 +16,10 @@ def infer_types(graph: Graph) -> Graph:
     input types, attributes are completed with their defaults, and nested
     graphs are typed from their call's arguments. A rule that refuses its
     inputs raises :class:`~accel.errors.TypeInferenceError` naming the node.
-    The input graph is not modified.
+    With ``in_place`` the types of ``graph`` itself are updated and it is
+    returned; otherwise the input graph is not modified.
     """
-    g = graph.copy()
+    g = graph if in_place else graph.copy()
     g.lint(check_types=False)
     _infer_in_place(g)
     return g

@@ -75,7 +75,9 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     """
     if layout not in LAYOUTS:
         raise GraphError(f"layout {layout!r} is not supported; use one of {', '.join(LAYOUTS)}")
-    g = graph.copy()
+    # No copy: the view is built of new nodes only (each op converted, or copied by
+    # ``default``) over the graph's own inputs and constants, which nothing changes.
+    g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
     names = {id(v): v.name for v in g.values()}
     conv = _LayoutConverter(g, layout, lazy_constants=True)
     view = conv.run()
@@ -109,6 +111,7 @@ class _LayoutConverter:
         self.lazy_constants = lazy_constants
         #: id(new value) -> (original value, p) with new = transpose(original, p)
         self.origin: dict[int, tuple[Value, Perm]] = {}
+        self.types: dict[tuple[TensorType, Perm], TensorType] = {}
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
@@ -160,10 +163,7 @@ class _LayoutConverter:
         """
         if perm is not None and self.lazy_constants:
             full = freeze_attrs(old.attrs if attrs is None else attrs)
-            types = [
-                TensorType(tuple(o.type.shape[i] for i in perm), o.type.dtype, permute_quant(o.type.quant, perm))
-                for o in old.outputs
-            ]
+            types = [self._permuted(o.type, perm) for o in old.outputs]
         else:
             full, types = infer_node_types(
                 old.op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
@@ -173,6 +173,15 @@ class _LayoutConverter:
         )
         self.rw.nodes.append(node)
         return node
+
+    def _permuted(self, t: TensorType, perm: Perm) -> TensorType:
+        """``t`` permuted by ``perm``; one object per distinct result (a graph repeats few types)."""
+        key = (t, perm)
+        found = self.types.get(key)
+        if found is None:
+            found = TensorType(tuple(t.shape[i] for i in perm), t.dtype, permute_quant(t.quant, perm))
+            self.types[key] = found
+        return found
 
     # -- the sweep -----------------------------------------------------------------------
     def run(self) -> Graph:
@@ -202,10 +211,26 @@ class _LayoutConverter:
     def default(self, node: Node) -> None:
         """Any op: inputs in their original order."""
         inputs = [self.plain(v) for v in node.inputs]
-        if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
+        if self.lazy_constants:
+            # a partition view holds no node of the graph it views (see layout_view): a copy,
+            # reading the same values in the same order, so typed as the original
+            body = node.body.copy() if node.body is not None else None
+            out_types = [o.type for o in node.outputs]
+            new = Node(
+                node.op,
+                inputs,
+                node.attrs,
+                out_types,
+                name=node.name,
+                output_names=[o.name for o in node.outputs],
+                body=body,
+            )
+            self.rw.nodes.append(new)
+        elif all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
             self.rw.nodes.append(node)
             return
-        new = self.make(node, inputs)
+        else:
+            new = self.make(node, inputs)
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, tuple(range(o.type.rank)))
 
@@ -258,9 +283,9 @@ class _LayoutConverter:
         p = self._common_perm(node.inputs, rank)
         if p is None or any(v.const is None and v.type.rank != rank for v in node.inputs):
             return False
-        attrs = dict(node.attrs)
+        attrs = node.attrs
         if attrs.get("axis") is not None:  # per-axis (de)quantization
-            attrs["axis"] = p.index(attrs["axis"] % rank)
+            attrs = {**attrs, "axis": p.index(attrs["axis"] % rank)}
         inputs = []
         for v in node.inputs:
             if v.const is None:

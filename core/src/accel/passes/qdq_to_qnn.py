@@ -46,21 +46,26 @@ from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value
 from accel.ops.common import FLOAT_DTYPES, QUANT_DTYPES
 from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
 from accel.passes._rewrite import Rewriter
+from accel.passes.dce import remove_dead_nodes
 
 _AVERAGE_EXTRA_BITS = 12
 _INT32_MAX = (1 << 31) - 1
 
 
-def qdq_to_qnn(graph: Graph) -> Graph:
+def qdq_to_qnn(graph: Graph, *, in_place: bool = False) -> Graph:
     """Rewrite QDQ groups into qnn ops (see the module docstring for the groups).
 
     Requires: a typed graph in topological order. Guarantees: every rewritten
     group computes what the QDQ group computes up to the rounding of the
     fixed-point requantization (±1 on the quantized output); unmatched groups
     are unchanged; the float nodes and dequantizes left without readers are
-    removed; output names are kept. The input graph is not modified.
+    removed; output names are kept. With ``in_place`` the pass rewrites
+    ``graph`` itself and returns it; otherwise the input graph is not modified.
     """
-    g = graph.copy()
+    g = graph if in_place else graph.copy()
+    if not any(_role(node) is Qdq.QUANTIZE for node in g.nodes):
+        remove_dead_nodes(g)  # no group to rewrite: what the sweep would leave
+        return g
     rw = Rewriter(g)
     for node in g.nodes:
         group = match_group(node, rw) if _role(node) is Qdq.QUANTIZE else None

@@ -1,4 +1,5 @@
-"""Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2, DenseNet-121.
+"""Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2, DenseNet-121,
+a transformer encoder; and ``chain``, a network of any depth for scale tests.
 
 The graphs have the shape of what PyTorch's exporter writes for torchvision's
 models in eval mode (Conv + BatchNormalization, Relu, MaxPool, residual Add,
@@ -32,12 +33,14 @@ __all__ = [
     "INPUT_NAME",
     "OPSET",
     "OUTPUT_NAME",
+    "chain",
     "densenet121",
     "mobilenet_v2",
     "quantize_qdq",
     "random_inputs",
     "resnet18",
     "resnet50",
+    "transformer_encoder",
 ]
 
 
@@ -246,6 +249,86 @@ def mobilenet_v2(resolution: int = 224, *, num_classes: int = 1000, seed: int = 
     return b.model("mobilenet_v2", resolution, num_classes)
 
 
+def _encoder_linear(b: _Builder, x: str, din: int, dout: int) -> str:
+    """``x @ W + b`` as torch exports ``nn.Linear`` on 3-D data: MatMul with a [din, dout] initializer, then Add."""
+    base = b._name("linear_param")
+    w = b.rng.normal(0.0, np.sqrt(1.0 / din), size=(din, dout)).astype(np.float32)
+    bias = b.rng.normal(0.0, 0.05, size=dout).astype(np.float32)
+    y = b.node("MatMul", [x, b._init(f"{base}.weight", w)])
+    return b.node("Add", [y, b._init(f"{base}.bias", bias)])
+
+
+def _scalar(b: _Builder, value: float) -> str:
+    return b._init(b._name("scalar"), np.array(value, np.float32))
+
+
+def _gelu_tanh(b: _Builder, x: str) -> str:
+    """``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``, op by op as torch exports it (GPT-2 / BERT's "gelu_new")."""
+    half = b.node("Mul", [_scalar(b, 0.5), x])
+    cube = b.node("Pow", [x, _scalar(b, 3.0)])
+    inner = b.node("Add", [x, b.node("Mul", [_scalar(b, 0.044715), cube])])
+    t = b.node("Tanh", [b.node("Mul", [_scalar(b, float(np.sqrt(2.0 / np.pi))), inner])])
+    return b.node("Mul", [half, b.node("Add", [_scalar(b, 1.0), t])])
+
+
+def _layer_norm(b: _Builder, x: str, dim: int) -> str:
+    base = b._name("ln_param")
+    gamma = b.rng.uniform(0.8, 1.2, size=dim).astype(np.float32)
+    beta = b.rng.normal(0.0, 0.05, size=dim).astype(np.float32)
+    return b.node(
+        "LayerNormalization",
+        [x, b._init(f"{base}.weight", gamma), b._init(f"{base}.bias", beta)],
+        axis=-1,
+        epsilon=1e-5,
+    )
+
+
+def transformer_encoder(
+    seq: int = 128, *, dim: int = 256, heads: int = 4, ffn: int = 1024, layers: int = 2, batch: int = 1, seed: int = 0
+) -> onnx.ModelProto:
+    """A post-norm transformer encoder (BERT-style) with input and output ``[batch, seq, dim]``.
+
+    Each layer: Q, K and V projections (MatMul + Add), heads split with
+    Reshape/Transpose, ``softmax(Q K^T / sqrt(d)) V`` with batched MatMuls, the
+    output projection, residual Add and LayerNormalization, then the feed-forward
+    block with the tanh GELU written out op by op (as exporters write
+    ``gelu_new``), residual Add and LayerNormalization.
+    """
+    if dim % heads != 0:
+        raise ValueError(f"dim {dim} is not a multiple of heads {heads}")
+    b = _Builder(seed)
+    dh = dim // heads
+    split = b._init("split_heads_shape", np.array([batch, seq, heads, dh], np.int64))
+    merge = b._init("merge_heads_shape", np.array([batch, seq, dim], np.int64))
+    x = INPUT_NAME
+    for _ in range(layers):
+        q, k, v = (
+            b.node("Transpose", [b.node("Reshape", [_encoder_linear(b, x, dim, dim), split])], perm=perm)
+            for perm in ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3])
+        )
+        scores = b.node("Div", [b.node("MatMul", [q, k]), _scalar(b, float(np.sqrt(dh)))])
+        ctx = b.node("MatMul", [b.node("Softmax", [scores], axis=-1), v])
+        ctx = b.node("Reshape", [b.node("Transpose", [ctx], perm=[0, 2, 1, 3]), merge])
+        x = _layer_norm(b, b.node("Add", [x, _encoder_linear(b, ctx, dim, dim)]), dim)
+        h = _gelu_tanh(b, _encoder_linear(b, x, dim, ffn))
+        x = _layer_norm(b, b.node("Add", [x, _encoder_linear(b, h, ffn, dim)]), dim)
+    last = b.nodes[-1]
+    last.output[0] = OUTPUT_NAME
+    graph = helper.make_graph(
+        b.nodes,
+        "transformer_encoder",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, [batch, seq, dim])],
+        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [batch, seq, dim])],
+        b.inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="accel.testing.modelgen"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
 def _input_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     inits = {t.name for t in model.graph.initializer}
     shapes: dict[str, tuple[int, ...]] = {}
@@ -371,3 +454,34 @@ def densenet121(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0
             c //= 2
     b.head(_dense_pre(b, x, c), c, num_classes)
     return b.model("densenet121", resolution, num_classes)
+
+
+def chain(n_nodes: int = 100_000, *, channels: int = 4, resolution: int = 8, seed: int = 0) -> onnx.ModelProto:
+    """A chain of about ``n_nodes`` ONNX nodes, for scale tests: residual blocks Conv → Relu → Sigmoid → Add.
+
+    Each block is four nodes, ``x + sigmoid(relu(conv3x3(x)))`` on ``[1, channels,
+    resolution, resolution]`` tensors (``n_nodes // 4`` blocks), the depth of the
+    graphs that real exports of large transformer models reach. The model is
+    checked with ``onnx.checker`` (without its full shape inference, slow at this size).
+    """
+    if n_nodes < 4:
+        raise ValueError(f"a chain has at least one block of 4 nodes, got n_nodes={n_nodes}")
+    b = _Builder(seed)
+    x = INPUT_NAME
+    for _ in range(n_nodes // 4):
+        y = b.node("Sigmoid", [b.relu(b.conv(x, channels, channels, 3))])
+        x = b.node("Add", [x, y])
+    shape = [1, channels, resolution, resolution]
+    graph = helper.make_graph(
+        b.nodes,
+        "chain",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)],
+        b.inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="accel.testing.modelgen"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

@@ -66,6 +66,7 @@ inline dnnl::primitive_attr post_op_attr(const std::vector<PostOp>& ops) {
   }
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread_scratchpad() at run
   return attr;
 }
 
@@ -144,6 +145,7 @@ class FloatConv {
                           {win.pb, win.pr}, attr);
       prim_ = dnnl::convolution_forward(pd);
       impl_ = pd.impl_info_str();
+      scratch_ = pd.scratchpad_desc();
       src_ = pd.src_desc();
       dst_ = pd.dst_desc();
       // weights: the caller's layout -> goihw/oihw -> the primitive's format, once
@@ -188,6 +190,7 @@ class FloatConv {
       std::unordered_map<int, dnnl::memory> args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst}};
       if (has_bias_) args.emplace(DNNL_ARG_BIAS, bias_);
+      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_, engine(), thread_scratchpad(scratch_.get_size())));
       prim_.execute(stream.get(), args);
     });
   }
@@ -217,6 +220,7 @@ class FloatConv {
   dnnl::memory::desc src_, dst_, user_src_, user_dst_;
   Reorder in_, out_;
   std::string impl_;
+  dnnl::memory::desc scratch_;
 };
 
 struct FloatDenseSpec {
@@ -247,6 +251,7 @@ class FloatDense {
                                                                   w_any, dst_, attr);
       prim_ = dnnl::inner_product_forward(pd);
       impl_ = pd.impl_info_str();
+      scratch_ = pd.scratchpad_desc();
       const dnnl::memory user_w({{spec.n, spec.k}, dt::f32, tag::oi}, engine(), const_cast<float*>(spec.weights));
       weights_ = dnnl::memory(pd.weights_desc(), engine());
       dnnl::stream stream(engine());
@@ -271,6 +276,7 @@ class FloatDense {
                                                  {DNNL_ARG_WEIGHTS, weights_},
                                                  {DNNL_ARG_DST, dnnl::memory(dst_, engine(), dst)}};
       if (has_bias_) args.emplace(DNNL_ARG_BIAS, bias_);
+      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_, engine(), thread_scratchpad(scratch_.get_size())));
       prim_.execute(stream.get(), args);
       stream.get().wait();
     });
@@ -283,6 +289,7 @@ class FloatDense {
   bool has_bias_ = false;
   dnnl::memory::desc src_, dst_;
   std::string impl_;
+  dnnl::memory::desc scratch_;
 };
 
 }  // namespace onednn

@@ -42,6 +42,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -575,15 +576,13 @@ inline GraphBlob GraphBlob::parse(BlobReader& blob, const GraphBlobSpec& spec) {
   const std::size_t section_at = blob.offset();
   const std::uint64_t const_offset = blob.read<std::uint64_t>("constants offset");
   const std::uint64_t const_size = blob.read<std::uint64_t>("constants size");
-  const std::uint64_t here = blob.offset();
-  if (const_offset % alignment == 0 && const_offset >= here && const_size <= UINT64_MAX - const_offset &&
-      const_offset + const_size > blob.size()) {
-    // a blob cut short: the header promises more bytes than there are
+  if (const_offset >= blob.offset() && const_size <= std::numeric_limits<std::uint64_t>::max() - const_offset &&
+      const_offset + const_size > blob.size()) {  // a truncated blob: the section runs past its end
     blob.fail_at(section_at, "constant section at " + std::to_string(const_offset) + " (+" + std::to_string(const_size) +
-                                 " bytes): the blob needs " + std::to_string(const_offset + const_size - here) +
-                                 " bytes, " + std::to_string(blob.size() - here) + " left");
+                                 " bytes): needs " + std::to_string(const_offset + const_size - blob.offset()) +
+                                 " bytes, " + std::to_string(blob.remaining()) + " left");
   }
-  if (const_offset % alignment != 0 || const_offset < here || const_offset > blob.size() ||
+  if (const_offset % alignment != 0 || const_offset < blob.offset() || const_offset > blob.size() ||
       const_size != blob.size() - const_offset) {
     blob.fail_at(section_at, "constant section at " + std::to_string(const_offset) + " (+" + std::to_string(const_size) +
                                  " bytes) is not an aligned section ending the " + std::to_string(blob.size()) + "-byte blob");

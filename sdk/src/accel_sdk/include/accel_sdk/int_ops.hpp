@@ -26,6 +26,15 @@
 // z_x. Accumulators must fit int32: create refuses a channel whose 255 * sum |w - z_w|
 // exceeds 2^31 - 1 (about 66,000 taps of |w| = 128).
 //
+// Paths. The above is the int8 path. The f32 path runs oneDNN's float32 convolution on
+// x - z_x (converted per band, padding 0) and w - z_w, and converts its output to int32
+// in place: exact when max|x - z_x| * sum|w - z_w| <= 2^24 for every output channel
+// (max|x - z_x| = max(z_x, 255 - z_x) on the uint8 scale), since every product and every
+// partial sum, in any order, is then an integer a float32 holds exactly. create picks
+// the f32 path (spec.path == automatic) when it is exact and the int8 weights would run
+// in two or more parts in a dense convolution with a window larger than 1x1, the case
+// where it measured faster (docs/sdk.md); path() and impl() tell which path runs.
+//
 // Threads (`threads` <= 0: every core). IntConv computes the whole tensor with one
 // oneDNN convolution on that many threads. IntConvRequantize does so for small layers
 // and then requantizes; a large layer is cut into bands of output rows, and `threads`
@@ -44,12 +53,17 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace accel_sdk {
 namespace onednn {
+
+// How IntConv computes: `automatic` picks per layer (see the header comment); the others
+// force a path (benchmarks, tests), `f32` only where it is exact (else create throws).
+enum class IntConvPath { automatic, int8, f32 };
 
 struct IntConvSpec {
   ConvShape shape;
@@ -59,6 +73,7 @@ struct IntConvSpec {
   const void* weights = nullptr;           // shape.weight_count() elements in weight_layout
   WeightLayout weight_layout = WeightLayout::ohwi;
   std::vector<std::int32_t> weight_zero_points{0};  // 1 or out_channels
+  IntConvPath path = IntConvPath::automatic;
 };
 
 // qnn.dense as a convolution: data [M, K], weights [N, K] (layout "OI").
@@ -81,14 +96,35 @@ inline IntConvSpec dense_spec(std::int64_t m, std::int64_t k, std::int64_t n, st
 
 namespace detail {
 
+// Weights as create packs them for one path.
+struct PackedWeights {
+  std::vector<std::int8_t> s8;  // the int8 path's parts
+  std::vector<float> f32;       // the f32 path's centred weights
+};
+
 // One oneDNN convolution: a band of output rows of one image, or the whole batch.
 struct IntBand {
   dnnl::convolution_forward prim;
-  dnnl::memory::desc src_md, dst_md;
+  dnnl::memory::desc src_md, dst_md, scratch_md;
   std::shared_ptr<dnnl::memory> weights;
   std::int64_t in_rows = 0, out_rows = 0, pad_t = 0, pad_b = 0;
   std::string impl;
 };
+
+// out[i] = in[i] - z as float (exact).
+inline void centre_u8(const std::uint8_t* in, std::int32_t z, float* out, std::size_t n) {
+  const float zf = static_cast<float>(z);
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) - zf;
+}
+
+// The n floats stored at p (integers below 2^24 in magnitude) as int32, in place.
+inline void floats_to_int32(std::int32_t* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, p + i, sizeof f);
+    p[i] = static_cast<std::int32_t>(f);
+  }
+}
 
 inline void to_unsigned(const std::int8_t* in, std::uint8_t* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::uint8_t>(static_cast<std::uint8_t>(in[i]) ^ 0x80u);
@@ -107,16 +143,16 @@ class IntConv {
     check(spec);
     signed_data_ = spec.data_dtype == ACCEL_INT8;
     zx_ = spec.data_zero_point + (signed_data_ ? 128 : 0);
-    const std::vector<std::int8_t> packed = pack_weights(spec);
+    const detail::PackedWeights packed = pack_weights(spec);
     const std::int64_t OH = s_.out_h();
     band_rows_ = band_rows <= 0 ? OH : std::min(band_rows, OH);
     ThreadScope scope(band_rows > 0 ? 1 : threads_);
-    guard("int8 convolution create", [&] {
+    guard(f32_ ? "int8 convolution create (f32 path)" : "int8 convolution create", [&] {
       const std::int64_t G = s_.groups, P = static_cast<std::int64_t>(parts_);
       const dnnl::memory::dims wdims =
           G > 1 ? dnnl::memory::dims{G, P * s_.out_per_group(), s_.in_per_group(), s_.window.kh, s_.window.kw}
                 : dnnl::memory::dims{P * s_.out_channels, s_.in_channels, s_.window.kh, s_.window.kw};
-      const dnnl::memory::desc user_md(wdims, dnnl::memory::data_type::s8,
+      const dnnl::memory::desc user_md(wdims, f32_ ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::s8,
                                        G > 1 ? dnnl::memory::format_tag::goihw : dnnl::memory::format_tag::oihw);
       for (std::int64_t r0 = 0; r0 < OH; r0 += band_rows_) {
         add_band(r0, std::min(OH, r0 + band_rows_), band_rows <= 0, user_md, packed);
@@ -137,6 +173,8 @@ class IntConv {
   std::string impl() const {
     return bands_.front().impl;
   }
+  // The path create chose: "f32" (oneDNN's f32 convolution, exact for this layer) or "int8".
+  const char* path() const { return f32_ ? "f32" : "int8"; }
 
   // Rows [row0, row0 + n) of an output of run(), for quant::ChannelRequantizer::run.
   quant::AccBlock block(const std::int32_t* acc, std::size_t row0, std::size_t n) const {
@@ -242,12 +280,14 @@ class IntConv {
     }
   }
 
-  // Centred weights split into parts, as goihw/oihw int8 with P x out_per_group outputs per group.
-  std::vector<std::int8_t> pack_weights(const IntConvSpec& spec) {
+  // Centred weights, picks the path; f32: as goihw/oihw float; int8: split into parts, as
+  // goihw/oihw int8 with P x out_per_group outputs per group.
+  detail::PackedWeights pack_weights(const IntConvSpec& spec) {
     const std::int64_t G = s_.groups, OC = s_.out_channels, OCg = s_.out_per_group(), ICg = s_.in_per_group();
     const std::int64_t KH = s_.window.kh, KW = s_.window.kw, taps = ICg * KH * KW;
     std::vector<std::int32_t> w(s_.weight_count());
     std::int32_t max_abs = 0;
+    std::int64_t max_sum = 0;
     for (std::int64_t o = 0; o < OC; ++o) {
       const auto& zw = spec.weight_zero_points;
       const std::int32_t z = zw[zw.size() == 1 ? 0 : static_cast<std::size_t>(o)];
@@ -265,6 +305,7 @@ class IntConv {
           }
         }
       }
+      max_sum = std::max(max_sum, sum_abs);
       if (255 * sum_abs > 2147483647LL) {
         throw Error("int8 convolution: output channel " + std::to_string(o) +
                         " could overflow its int32 accumulator (255 * sum|w - z_w| > 2^31 - 1)",
@@ -307,10 +348,18 @@ class IntConv {
       }
     }
     if (parts.empty()) parts.emplace_back(w.size(), 0);
+    detail::PackedWeights out;
+    f32_ = choose_f32(spec.path, max_sum, parts.size());
+    if (f32_) {
+      parts_ = 1;
+      out.f32.assign(w.begin(), w.end());  // goihw == oihw with O = G x OCg, in order
+      return out;
+    }
     const std::int64_t P = static_cast<std::int64_t>(parts.size());
     parts_ = parts.size();
     gather_ = P > 1 && G > 1;  // with groups the parts of a channel are not one block apart
-    std::vector<std::int8_t> packed(static_cast<std::size_t>(P) * w.size());
+    std::vector<std::int8_t>& packed = out.s8;
+    packed.resize(static_cast<std::size_t>(P) * w.size());
     for (std::int64_t gi = 0; gi < G; ++gi) {
       for (std::int64_t p = 0; p < P; ++p) {
         for (std::int64_t o = 0; o < OCg; ++o) {
@@ -320,13 +369,42 @@ class IntConv {
         }
       }
     }
-    return packed;
+    return out;
+  }
+
+  // The f32 path is exact when every partial sum of (x - z_x)(w - z_w) is an integer of
+  // magnitude <= 2^24: |x - z_x| <= max(z_x, 255 - z_x) (data as uint8) times the largest
+  // sum|w - z_w| of a channel bounds them all, in any order of summation.
+  bool f32_exact(std::int64_t max_sum) const {
+    const std::int64_t xmax = std::max<std::int64_t>(zx_, 255 - zx_);
+    return xmax * max_sum <= (std::int64_t{1} << 24);
+  }
+
+  // Where the automatic choice takes the f32 path (when exact): for the layers where
+  // oneDNN's f32 kernel beat its int8 one with the weights in `parts` parts (measured on
+  // AVX2, docs/sdk.md): dense convolutions with a window larger than 1x1 whose int8
+  // weights split. With one part (VNNI, depthwise, |w - z_w| <= 64) int8 runs ~2x faster;
+  // 1x1 and depthwise layers measured as fast or faster in int8 with two parts.
+  static bool prefer_f32(const ConvShape& s, std::size_t parts) {
+    return parts > 1 && s.groups == 1 && s.window.kh * s.window.kw > 1;
+  }
+
+  bool choose_f32(IntConvPath path, std::int64_t max_sum, std::size_t parts) const {
+    if (path == IntConvPath::int8) return false;
+    if (path == IntConvPath::f32) {
+      if (!f32_exact(max_sum)) {
+        throw Error("int8 convolution: the f32 path is not exact for these weights (max|x - z_x| * sum|w - z_w| > 2^24)",
+                    dnnl_invalid_arguments);
+      }
+      return true;
+    }
+    return prefer_f32(s_, parts) && f32_exact(max_sum);
   }
 
   // The convolution for output rows [r0, r1) of one image (or the whole batch), shared by
   // every band with the same input rows and padding.
   void add_band(std::int64_t r0, std::int64_t r1, bool whole, const dnnl::memory::desc& user_md,
-                const std::vector<std::int8_t>& packed) {
+                const detail::PackedWeights& packed) {
     const auto& win = s_.window;
     const std::int64_t extent = (win.kh - 1) * win.dh + 1;
     const std::int64_t want_first = r0 * win.sh - win.pt, want_last = (r1 - 1) * win.sh - win.pt + extent - 1;
@@ -347,22 +425,28 @@ class IntConv {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const std::int64_t N = whole ? s_.batch : 1, P = static_cast<std::int64_t>(parts_);
-    b.src_md = dnnl::memory::desc({N, s_.in_channels, b.in_rows, s_.in_w}, dt::u8, tag::nhwc);
-    b.dst_md = dnnl::memory::desc({N, P * s_.out_channels, b.out_rows, s_.out_w()}, dt::s32, tag::nhwc);
-    const dnnl::memory::desc w_any(user_md.get_dims(), dt::s8, tag::any);
+    b.src_md = dnnl::memory::desc({N, s_.in_channels, b.in_rows, s_.in_w}, f32_ ? dt::f32 : dt::u8, tag::nhwc);
+    b.dst_md = dnnl::memory::desc({N, P * s_.out_channels, b.out_rows, s_.out_w()}, f32_ ? dt::f32 : dt::s32, tag::nhwc);
+    const dnnl::memory::desc w_any(user_md.get_dims(), f32_ ? dt::f32 : dt::s8, tag::any);
     dnnl::primitive_attr attr;
-    if (zx_ != 0) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+    if (zx_ != 0 && !f32_) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+    // Bands run concurrently on several threads: each call brings its own scratchpad
+    // (oneDNN's library-managed one may be shared between threads; its f32 kernels use it).
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::convolution_forward::primitive_desc pd(
         engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md, w_any, b.dst_md,
         {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {b.pad_t, win.pl}, {b.pad_b, win.pr}, attr);
     b.prim = dnnl::convolution_forward(pd);
-    b.impl = pd.impl_info_str();
+    b.scratch_md = pd.scratchpad_desc();
+    b.impl = std::string(pd.impl_info_str()) + (f32_ ? " (f32 path)" : " (int8 path)");
     for (const auto& o : bands_) {
       if (o.weights->get_desc() == pd.weights_desc()) b.weights = o.weights;
     }
     if (!b.weights) {
       b.weights = std::make_shared<dnnl::memory>(pd.weights_desc(), engine());
-      dnnl::memory user(user_md, engine(), const_cast<std::int8_t*>(packed.data()));
+      void* from = f32_ ? static_cast<void*>(const_cast<float*>(packed.f32.data()))
+                        : static_cast<void*>(const_cast<std::int8_t*>(packed.s8.data()));
+      dnnl::memory user(user_md, engine(), from);
       dnnl::stream stream(engine());
       dnnl::reorder(user, *b.weights).execute(stream, user, *b.weights);
       stream.wait();
@@ -374,6 +458,10 @@ class IntConv {
   // One convolution into acc (`rows` rows of acc_width()), parts gathered when grouped.
   void execute(Stream& stream, const detail::IntBand& b, const std::uint8_t* src, std::int32_t* acc, std::size_t rows,
                std::vector<std::int32_t>& tmp) const {
+    if (f32_) {
+      execute_f32(stream, b, src, acc, rows);
+      return;
+    }
     std::int32_t* dst = acc;
     if (gather_) {
       tmp.resize(rows * parts_ * static_cast<std::size_t>(s_.out_channels));
@@ -382,19 +470,42 @@ class IntConv {
     guard("int8 convolution", [&] {
       const dnnl::memory s(b.src_md, engine(), const_cast<std::uint8_t*>(src));
       const dnnl::memory d(b.dst_md, engine(), dst);
+      const dnnl::memory scratch(b.scratch_md, engine(), thread_scratchpad(b.scratch_md.get_size()));
       std::int32_t zp = zx_;
       if (zx_ != 0) {
         const dnnl::memory z({{1}, dnnl::memory::data_type::s32, dnnl::memory::format_tag::x}, engine(), &zp);
         b.prim.execute(stream.get(), {{DNNL_ARG_SRC, s},
                                       {DNNL_ARG_WEIGHTS, *b.weights},
                                       {DNNL_ARG_DST, d},
+                                      {DNNL_ARG_SCRATCHPAD, scratch},
                                       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, z}});
       } else {
-        b.prim.execute(stream.get(), {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, *b.weights}, {DNNL_ARG_DST, d}});
+        b.prim.execute(stream.get(),
+                       {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, *b.weights}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, scratch}});
       }
       stream.get().wait();
     });
     if (gather_) sum_parts(tmp.data(), acc, rows);
+  }
+
+  // The f32 path: x - z_x as float, oneDNN's f32 convolution into acc's memory, and the
+  // (exact integer) floats converted to int32 in place.
+  void execute_f32(Stream& stream, const detail::IntBand& b, const std::uint8_t* src, std::int32_t* acc,
+                   std::size_t rows) const {
+    thread_local std::vector<float> x;
+    const std::size_t n = static_cast<std::size_t>(b.src_md.get_size() / sizeof(float));
+    x.resize(n);
+    detail::centre_u8(src, zx_, x.data(), n);
+    const std::size_t m = rows * static_cast<std::size_t>(s_.out_channels);
+    guard("int8 convolution (f32 path)", [&] {
+      const dnnl::memory s(b.src_md, engine(), x.data());
+      const dnnl::memory d(b.dst_md, engine(), acc);
+      const dnnl::memory scratch(b.scratch_md, engine(), thread_scratchpad(b.scratch_md.get_size()));
+      b.prim.execute(stream.get(),
+                     {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, *b.weights}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, scratch}});
+      stream.get().wait();
+    });
+    detail::floats_to_int32(acc, m);
   }
 
   // tmp: rows x (G x P x OCg), acc: rows x OC with the P parts summed.
@@ -421,6 +532,7 @@ class IntConv {
   std::size_t parts_ = 1;
   bool gather_ = false;
   bool whole_ = false;
+  bool f32_ = false;
   std::int64_t band_rows_ = 0;
   std::vector<detail::IntBand> bands_;  // distinct convolutions
   std::vector<std::size_t> band_of_;    // band index -> bands_ entry
@@ -430,8 +542,8 @@ class IntConv {
 // qnn.conv2d -> nn.bias_add -> qnn.requantize (bias and fused relu/clip in the requantizer).
 class IntConvRequantize {
  public:
-  // band_rows: 0 picks (bands of about 128 KiB of accumulators when the layer's exceed
-  // 256 KiB, else the whole layer at once), > 0 forces that band height, < 0 the whole layer.
+  // band_rows: 0 picks (bands of about 256 KiB of accumulators, at least 8 rows, when the
+  // layer's exceed 512 KiB, else the whole layer at once), > 0 forces that band height, < 0 the whole layer.
   IntConvRequantize(const IntConvSpec& spec, quant::ChannelRequantizer requantizer, std::int32_t out_dtype,
                     int threads, std::int64_t band_rows = 0)
       : conv_(spec, threads, pick_band_rows(spec, threads, band_rows)), rq_(std::move(requantizer)),
@@ -482,12 +594,15 @@ class IntConvRequantize {
     if (band_rows != 0) return band_rows < 0 ? 0 : band_rows;
     spec.shape.validate();
     const std::int64_t oh = spec.shape.out_h(), ow = spec.shape.out_w();
-    // two parts when the weights split (an estimate: the exact count is IntConv's)
-    const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (int8_exact() ? 1 : 2);
-    if (row_bytes * oh * spec.shape.batch <= (256 << 10) || oh < 2) return 0;
-    // about 128 KiB of accumulators per band, at least 4 rows (smaller bands cost more in
-    // oneDNN calls than they save), and two bands per thread for balance where possible
-    std::int64_t rows = std::max<std::int64_t>(4, (128 << 10) / row_bytes);
+    // two parts when the weights of a dense layer split (an estimate: the exact count is
+    // IntConv's); depthwise weights never split
+    const bool split = !int8_exact() && !spec.shape.depthwise();
+    const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (split ? 2 : 1);
+    if (row_bytes * oh * spec.shape.batch <= (512 << 10) || oh < 2) return 0;
+    // about 256 KiB of accumulators per band (half a 512 KiB L2), at least 8 rows: smaller
+    // bands cost more in oneDNN calls than they save (measured on MobileNetV2's 1x1 and
+    // depthwise layers, docs/sdk.md), and two bands per thread for balance where possible
+    std::int64_t rows = std::max<std::int64_t>(8, (256 << 10) / row_bytes);
     const std::int64_t want = 2 * resolve_threads(threads);
     if (oh / rows < want) rows = std::max<std::int64_t>(2, oh / want);
     return std::min(rows, oh);

@@ -27,9 +27,10 @@
 //
 //   void run(...) const { onednn::ThreadScope threads(threads_); ... execute ... }
 //
-// Several threads may run the same primitives at once (each gets its own OpenMP team
-// and, in oneDNN's default scratchpad mode, its own scratchpad); give each call its own
-// Stream and its own dnnl::memory objects around the caller's buffers. Don't set
+// Several threads may run the same primitives at once (each gets its own OpenMP team);
+// give each call its own Stream, its own dnnl::memory objects around the caller's
+// buffers and its own scratchpad (scratchpad_mode::user and thread_scratchpad(): the
+// library-managed one is shared between threads). Don't set
 // OMP_WAIT_POLICY=PASSIVE: it makes small layers 1.5-4.5x slower.
 //
 // int8 exactness. On CPUs without VNNI (AVX2, AVX512_CORE) oneDNN's int8 convolution
@@ -54,6 +55,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 // GNU OpenMP's entry points (libgomp, which libdnnl.so.3 loads anyway; accel_link_onednn
 // links it): from the compiler's omp.h when it has one (no -fopenmp needed), else declared here.
@@ -132,6 +134,18 @@ class Stream {
  private:
   dnnl::stream s_;
 };
+
+// The calling thread's scratchpad for one oneDNN call, at least `bytes` long, 64-byte
+// aligned, valid until this thread's next call. Primitives created with
+// scratchpad_mode::user take it as DNNL_ARG_SCRATCHPAD: oneDNN's library-managed
+// scratchpad is shared between threads, so primitives running on several threads at
+// once (bands, concurrent run() calls) must each bring their own.
+inline void* thread_scratchpad(std::size_t bytes) {
+  thread_local std::vector<unsigned char> buf;
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  const std::uintptr_t p = reinterpret_cast<std::uintptr_t>(buf.data());
+  return buf.data() + ((64 - p % 64) % 64);
+}
 
 // Every core for n <= 0 (what "threads: default" means in target options), else n.
 inline int resolve_threads(int n) {

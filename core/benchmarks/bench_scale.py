@@ -1,0 +1,147 @@
+"""Scale benchmark: ``accel inspect``'s work on a chain of 10k and 100k nodes.
+
+The model is ``accel.testing.modelgen.chain`` (residual blocks Conv → Relu →
+Sigmoid → Add, four ONNX nodes each), written to an ONNX file. Each stage is
+what ``accel inspect model.onnx [--backends testbackend]`` does:
+
+- import: the file read and converted to the IR (``accel.frontend.onnx.import_model``);
+- simplify: the standard passes (``accel.passes.simplify``; import + simplify
+  is ``accel.import_onnx``);
+- partition: ``partition_graph(..., materialize=False)`` with no backend (every
+  node on the host) or with the test backend (NHWC: conv + relu composites and
+  adds offloaded, the sigmoids on the host, so one partition per block and a
+  layout transpose at each of its boundaries);
+- report: the text report ``accel inspect`` prints.
+
+Every (size, backend) case runs in a fresh Python process, as the command
+would. CPU time (``time.process_time``) and wall time are both given: the
+machine is shared, and wall time counts the other jobs' share too. Goals:
+< 10 s for 100k nodes, and 100k / 10k ≤ 11 (linear would be 10).
+
+Run with ``nox -s bench`` (or ``python core/benchmarks/bench_scale.py``;
+``--sizes 2000,20000`` for other sizes, ``--json out.json`` for the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STAGES = ("import", "simplify", "partition", "report")
+
+
+def run_case(path: str, backends: list[str]) -> dict:
+    """Time the stages on one model file in this process: ``{stage: (cpu s, wall s)}`` plus counts."""
+    from rich.console import Console
+
+    import accel  # noqa: F401  (first: see accel/_cpu.py)
+    from accel.frontend.onnx import import_model
+    from accel.partition import partition_graph
+    from accel.passes import simplify
+    from accel.render import print_report
+    from accel.target import CompositeTarget
+
+    instances = CompositeTarget.from_backends(backends).instantiate() if backends else []
+    times: dict[str, list[float]] = {}
+
+    def timed(stage: str, fn):
+        c0, w0 = time.process_time(), time.perf_counter()
+        result = fn()
+        times[stage] = [time.process_time() - c0, time.perf_counter() - w0]
+        return result
+
+    raw = timed("import", lambda: import_model(path))
+    graph = timed("simplify", lambda: simplify(raw, in_place=True))
+    result = timed("partition", lambda: partition_graph(graph, instances, materialize=False))
+
+    def report() -> None:
+        with open(os.devnull, "w") as sink:
+            print_report(result.report, Console(file=sink, width=120))
+
+    timed("report", report)
+    return {
+        "nodes": len(graph.nodes),
+        "partitions": len(result.report.partitions),
+        "host_nodes": len(result.report.host_nodes()),
+        "transposes": sum(p.transposes for p in result.report.partitions),
+        "times": times,
+    }
+
+
+def measure(path: str, backends: list[str]) -> dict:
+    """:func:`run_case` in a fresh interpreter."""
+    cmd = [sys.executable, __file__, "--case", path, "--backends", ",".join(backends)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="10000,100000", help="chain sizes in ONNX nodes, comma-separated")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: time one model file in this process
+    ap.add_argument("--backends", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
+    if args.case:
+        print(json.dumps(run_case(args.case, backends)))
+        return
+
+    import onnx
+    from rich.console import Console
+    from rich.table import Table
+
+    from accel.testing import modelgen
+
+    console = Console(width=max(Console().width, 150))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="accel-scale-") as tmp:
+        for n in sizes:
+            path = str(Path(tmp) / f"chain{n}.onnx")
+            onnx.save_model(modelgen.chain(n), path)
+            for target in ([], ["testbackend"]):
+                row = measure(path, target)
+                row.update(size=n, target=",".join(target) or "(none)")
+                rows.append(row)
+    table = Table(title="accel inspect stages on a Conv/Relu/Sigmoid/Add chain: CPU s (wall s)")
+    for col in ("ONNX nodes", "IR nodes", "backends", *STAGES, "total", "partitions", "transposes"):
+        table.add_column(col, justify="left" if col == "backends" else "right")
+    for r in rows:
+        cpu = sum(c for c, _ in r["times"].values())
+        wall = sum(w for _, w in r["times"].values())
+        r["total"] = [cpu, wall]
+        table.add_row(
+            str(r["size"]),
+            str(r["nodes"]),
+            r["target"],
+            *(f"{r['times'][s][0]:.2f} ({r['times'][s][1]:.2f})" for s in STAGES),
+            f"{cpu:.2f} ({wall:.2f})",
+            str(r["partitions"]),
+            str(r["transposes"]),
+        )
+    console.print(table)
+    ratios = {}
+    if len(sizes) >= 2:
+        small, large = sizes[0], sizes[-1]
+        for target in ("(none)", "testbackend"):
+            a = next(r for r in rows if r["size"] == small and r["target"] == target)
+            b = next(r for r in rows if r["size"] == large and r["target"] == target)
+            ratios[target] = [b["total"][0] / a["total"][0], b["total"][1] / a["total"][1]]
+            console.print(
+                f"{large // 1000}k / {small // 1000}k, backends {target}: CPU {ratios[target][0]:.1f}x, "
+                f"wall {ratios[target][1]:.1f}x (linear would be {large / small:.1f}x)"
+            )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cases": rows, "ratios": ratios}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

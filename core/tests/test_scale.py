@@ -1,0 +1,118 @@
+"""Scale: importing, simplifying, partitioning and reporting a graph costs work linear in its size.
+
+Counted, not timed (the benchmark ``core/benchmarks/bench_scale.py`` times it): on
+chains of 1k and 10k nodes (``modelgen.chain``), the operations whose repetition
+made a 100k-node chain take most of a minute are counted: whole-graph copies and
+lints (a fixed number, whatever the size), runs of an op's type rule and nodes
+created (a fixed number per node), and the report's backend ranking (once per
+report, not once per node). The counts of the 10k chain are at most 11 times
+those of the 1k one (linear: 10).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from rich.console import Console
+
+import accel
+import accel.ops.registry as registry
+import accel.render as render
+from accel.backend import Backend, PatternEntry
+from accel.ir import Graph, Node
+from accel.partition import partition_graph
+from accel.pattern import is_constant, is_op, wildcard
+from accel.render import print_report, report_to_json
+from accel.testing import modelgen
+
+SMALL, LARGE = 1_000, 10_000
+
+
+class ChainNhwc(Backend):
+    """The shape of the test backend: NHWC, conv (+ relu) composites and adds; sigmoids stay on the host."""
+
+    name = "chainnhwc"
+    layout = "NHWC"
+
+    def pattern_table(self):
+        conv = is_op("nn.conv2d")(wildcard(), is_constant())
+        return [PatternEntry("conv2d", conv.optional(lambda x: is_op("nn.relu")(x)))]
+
+    def op_checks(self):
+        return {"add": lambda node: None}
+
+
+@contextmanager
+def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    counts: Counter[str] = Counter()
+
+    def count(key: str, fn):
+        def wrapper(*args, **kwargs):
+            counts[key] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    with monkeypatch.context() as m:
+        m.setattr(Graph, "copy", count("graph copies", Graph.copy))
+        m.setattr(Graph, "lint", count("lints", Graph.lint))
+        m.setattr(Node, "__init__", count("nodes created", Node.__init__))
+        # every run of an op's type rule completes the node's attributes first
+        m.setattr(registry, "complete_attrs", count("type rule runs", registry.complete_attrs))
+        m.setattr(render, "_backends", count("backend rankings", render._backends))
+        yield counts
+
+
+def _pipeline(monkeypatch: pytest.MonkeyPatch, n: int, backends: list[Backend]) -> tuple[Counter[str], int]:
+    data = modelgen.chain(n).SerializeToString()
+    with counting(monkeypatch) as counts:
+        graph = accel.import_onnx(data)
+        result = partition_graph(graph, backends, materialize=False)
+        print_report(result.report, Console(file=io.StringIO(), width=120))
+        report_to_json(result.report)
+    assert len(graph.nodes) == n
+    if backends:  # one partition per block: conv + relu composite, then the add after the host's sigmoid
+        assert len(result.report.partitions) == n // 4 + 1
+        assert len(result.report.host_nodes()) == n // 4
+    return counts, len(graph.nodes)
+
+
+@pytest.mark.parametrize("backends", [[], [ChainNhwc()]], ids=["no backend", "NHWC backend"])
+def test_work_grows_linearly(monkeypatch: pytest.MonkeyPatch, backends: list[Backend]) -> None:
+    small, _ = _pipeline(monkeypatch, SMALL, backends)
+    large, n_large = _pipeline(monkeypatch, LARGE, backends)
+    # a fixed number of whole-graph copies and lints, whatever the size
+    for key in ("graph copies", "lints"):
+        assert large[key] == small[key], key
+    # the partitioner's host copy (its NHWC view is built of new nodes, not a copy)
+    assert large["graph copies"] <= 1
+    assert large["lints"] <= 2  # the import's and simplify's
+    # the report ranks the backends once per view, not once per node
+    assert large["backend rankings"] == small["backend rankings"] <= 4
+    # a fixed amount of work per node
+    for key in ("type rule runs", "nodes created"):
+        assert large[key] <= 11 * small[key], (key, small[key], large[key])
+    # each node's type rule runs once, when it is imported: the layout view and the
+    # boundary transposes take their types from it
+    assert large["type rule runs"] <= 1.05 * n_large
+    # import, the host copy, and for the backend its view, regions, composites and transposes
+    assert large["nodes created"] <= (6 if backends else 2.5) * n_large
+
+
+@pytest.mark.parametrize("materialize", [False, True])
+def test_partitioning_leaves_its_input_as_it_was(materialize: bool) -> None:
+    """The NHWC view is built without copying the graph: none of its nodes or values may change."""
+    graph = accel.import_onnx(modelgen.resnet18(32, num_classes=10))  # convs, adds, pools, flatten, dense
+    text = str(graph)
+    nodes = [(id(n), n.name, list(n.inputs), list(n.outputs), n.attrs) for n in graph.nodes]
+    values = [(id(v), v.name, v.type, v.producer, v.const) for v in graph.values()]
+    result = partition_graph(graph, [ChainNhwc()], materialize=materialize)
+    assert result.report.partitions and result.report.host_nodes()
+    assert str(graph) == text
+    assert [(id(n), n.name, list(n.inputs), list(n.outputs), n.attrs) for n in graph.nodes] == nodes
+    assert [(id(v), v.name, v.type, v.producer, v.const) for v in graph.values()] == values
+    graph.lint()

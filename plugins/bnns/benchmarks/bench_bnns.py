@@ -1,0 +1,134 @@
+"""The bnns backend next to ONNX Runtime, in the same run: ResNet-18 (fp32, 224x224) and a
+transformer encoder, compiled with ``--backends bnns``, at 1 and 2 threads.
+
+The compiled model runs its bnns partitions in the C++ runtime (oneDNN, with the
+thread count of the target options) and what bnns does not take on accel's host
+(numpy). ONNX Runtime runs with the same thread count and
+``session.intra_op.allow_spinning=0``: its spinning worker threads would
+otherwise steal the cores oneDNN's threads run on in this process. Figures are
+medians of alternating runs; the machine is shared and noisy, so read the
+ratios of one run, not absolute times across runs.
+
+GNU OpenMP's worker threads (oneDNN's) spin for 300,000 iterations by default
+before they sleep; between the runtime's partitions, while accel's host runs
+numpy, they keep a core busy, which on a shared machine costs more than the
+partitions themselves (ResNet-18 at 2 threads under load: 660 ms instead of
+150). This script sets ``GOMP_SPINCOUNT=10000`` unless the environment sets it
+(libgomp reads it once, when it loads), as ONNX Runtime's spinning is turned off.
+
+Run with ``nox -s bench`` or ``python plugins/bnns/benchmarks/bench_bnns.py``.
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: I001  (accel is imported before numpy on purpose: see accel/_cpu.py)
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")  # before libgomp loads (with the bnns runtime)
+
+import accel  # first: lets accel pick OpenBLAS kernels before numpy loads
+
+import numpy as np
+import onnxruntime as ort
+from rich.console import Console
+from rich.table import Table
+
+from accel.testing import modelgen
+
+#: The bar this backend is held to (docs/backends/bnns.md): at most this many times ONNX Runtime's latency.
+BAR = 2.0
+
+
+def ort_session(model, threads: int) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def compiled(model, threads: int):
+    target = {"devices": [{"kind": "bnns", "options": {"num_threads": threads}}]}
+    return accel.compile(model, target=target).executable()
+
+
+def alternate(fns: list, repeat: int, warmup: int = 3) -> list[float]:
+    """Median seconds of each function, run in turns so noise hits all of them alike."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def bench(name: str, model, threads: int, repeat: int) -> dict:
+    feeds = modelgen.random_inputs(model, seed=0)[0]
+    sess = ort_session(model, threads)
+    exe = compiled(model, threads)
+    want = sess.run(None, feeds)[0]
+    got = exe.run(feeds)[modelgen.OUTPUT_NAME]
+    err = float(np.abs(got.astype(np.float64) - want).max() / np.abs(want).max())
+    t_ort, t_bnns = alternate([lambda: sess.run(None, feeds), lambda: exe.run(feeds)], repeat)
+    return {
+        "model": name,
+        "threads": threads,
+        "ort_ms": t_ort * 1e3,
+        "bnns_ms": t_bnns * 1e3,
+        "ratio": t_bnns / t_ort,
+        "max_rel_err_vs_ort": err,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args()
+    console = Console()
+    console.print(
+        f"accel {accel.__version__}, onnxruntime {ort.__version__}, {os.cpu_count()} cores, "
+        f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}, load average {os.getloadavg()[0]:.1f}"
+    )
+    models = {
+        "resnet18 fp32 224x224": modelgen.resnet18(),
+        "encoder seq128 d256 h4 ffn1024 x2": modelgen.transformer_encoder(128, dim=256, heads=4, ffn=1024, layers=2),
+    }
+    rows = [
+        bench(name, m, int(t), args.repeat) for name, m in models.items() for t in args.threads.split(",") if t.strip()
+    ]
+    table = Table(title=f"bnns next to onnxruntime, batch 1 (median of {args.repeat}, alternating)")
+    for col in ("model", "threads", "onnxruntime", "bnns", "bnns / ort", "max rel. error"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        table.add_row(
+            r["model"],
+            str(r["threads"]),
+            f"{r['ort_ms']:.2f} ms",
+            f"{r['bnns_ms']:.2f} ms",
+            f"{r['ratio']:.2f}x",
+            f"{r['max_rel_err_vs_ort']:.1e}",
+        )
+    console.print(table)
+    over = [r for r in rows if r["model"].startswith("resnet18") and r["ratio"] > BAR]
+    if over:
+        which = ", ".join(f"{r['threads']} threads" for r in over)
+        console.print(f"[red]above the {BAR:.1f}x bar: {which}[/red]")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
