@@ -1,0 +1,6 @@
+"""The ethosn tests import their graph helpers (qgraphs.py) by name."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,104 @@
+"""The support library where the IR cannot express the case, the target options, and partition topologies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from accel_ethosn import EthosnBackend, EthosnOptions, support
+from ethosn_graphs import qt
+from pydantic import ValidationError
+
+import accel
+from accel.builder import GraphBuilder
+from accel.executor import ReferenceExecutor
+from accel.ir import TensorType
+from accel.partition import partition_graph
+
+# -- reasons the IR cannot reach (its type rules refuse such nodes first) -----------------------
+
+
+def test_three_strides_are_refused():
+    # the IR's conv2d always has two strides; the support library still answers for three
+    attrs = {"data_layout": "NHWC", "kernel_layout": "OHWI", "strides": (1, 1, 1), "dilation": (1, 1), "groups": 1}
+    reason = support.check_conv2d_attrs(attrs, qt((1, 8, 8, 4)), TensorType((4, 3, 3, 4), "int8"))
+    assert reason == "stride size=3, stride size must = 2"
+
+
+def test_nchw_is_refused():
+    # the partitioner converts every graph to NHWC before the checks, so NCHW never reaches them
+    attrs = {"data_layout": "NCHW", "kernel_layout": "OIHW", "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    assert support.check_conv2d_attrs(attrs, qt((1, 4, 8, 8)), TensorType((4, 4, 3, 3), "int8")) == (
+        "data format=NCHW, data format must = NHWC"
+    )
+    b = GraphBuilder(x=qt((1, 4, 8, 8)))
+    g = b.done(b.op("nn.max_pool2d", b.x["x"], pool_size=(2, 2)))
+    assert support.check_max_pool2d(g.nodes[0]) == "data format=NCHW, data format must = NHWC"
+
+
+def test_int16_conv_input_is_refused():
+    # qnn.conv2d's type rule refuses int16 data; the tensor check gives the support library's reason
+    assert support.check_activation(TensorType((1, 8, 8, 4), "int16")) == (
+        "dtype='int16', dtype must be either uint8, int8 or int32"
+    )
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+def test_options_defaults_and_refusals():
+    opts = EthosnOptions()
+    assert (opts.variant, opts.tops, opts.ple_ratio, opts.sram_bytes) == ("N78", 1, 2, 256 * 1024)
+    assert EthosnOptions(tops=4, ple_ratio=4, sram_size=2048).sram_bytes == 2048 * 1024
+    for bad in ({"variant": "N77"}, {"tops": 3}, {"ple_ratio": 8}, {"sram_size": 1000}, {"frequency": 1}):
+        with pytest.raises(ValidationError):
+            EthosnOptions(**bad)
+    with pytest.raises(accel.AccelError, match="tops"):
+        accel.compile(_pool_abs_pool(), target={"devices": [{"kind": "ethosn", "options": {"tops": 5}}]})
+
+
+# -- topologies ---------------------------------------------------------------------------------
+
+
+def _pool_abs_pool():
+    b = GraphBuilder(x=TensorType((1, 4, 8, 8), "int8"))  # max pooling selects: plain int8 is fine
+    y = b.op("nn.max_pool2d", b.x["x"], pool_size=(2, 2), strides=(1, 1))
+    y = b.op("abs", y)
+    return b.done(b.op("nn.max_pool2d", y, pool_size=(2, 2), strides=(1, 1)))
+
+
+def test_max_pool_abs_max_pool_gives_two_command_streams():
+    g = _pool_abs_pool()
+    art = accel.compile(g, "ethosn")
+    assert [backend for _, backend in art.partitions] == ["ethosn", "ethosn"]
+    host = [n.op for n in art.report.host_nodes()]
+    assert host == ["abs"]
+    x = np.random.default_rng(0).integers(-128, 127, (1, 4, 8, 8)).astype(np.int8)
+    got = art.executable().run({"x": x})
+    want = ReferenceExecutor(g).run({"x": x})
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_lone_reshape_is_not_offloaded():
+    b = GraphBuilder(x=qt((1, 4, 8, 8)))
+    result = partition_graph(b.done(b.op("reshape", b.x["x"], newshape=(1, 256))), [EthosnBackend()])
+    assert not result.regions
+    (node,) = result.report.host_nodes()
+    assert "only moves data" in node.reasons["ethosn"]
+
+
+def test_lone_clip_is_inlined_back_to_the_host():
+    b = GraphBuilder(x=qt((1, 4, 8, 8)))
+    result = partition_graph(b.done(b.op("clip", b.x["x"], a_min=130.0, a_max=250.0)), [EthosnBackend()])
+    assert not result.regions
+    assert all("multiply-accumulate" in n.reasons["ethosn"] for n in result.report.host_nodes())
+
+
+def test_broadcast_add_is_not_offloaded():
+    b = GraphBuilder(x=qt((1, 8, 4, 4)), y=qt((1, 8, 1, 4)))
+    p = b.op("nn.max_pool2d", b.x["x"], pool_size=(1, 1))
+    q = b.op("nn.max_pool2d", b.x["y"], pool_size=(1, 1))
+    add = b.op("qnn.add", p, q, out_scale=0.1, out_zero_point=128)
+    result = partition_graph(b.done(add), [EthosnBackend()])
+    (row,) = [n for n in result.report.host_nodes() if n.op == "qnn.add"]
+    assert row.reasons["ethosn"].startswith("ethosn.qnn_add: inputs of shapes [1, 4, 4, 8] and [1, 1, 4, 8]")
