@@ -19,12 +19,12 @@ accel finds the backend through the entry point in pyproject.toml (group
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+from accel_sdk.openmp import sleep_idle_threads
 from pydantic import Field
 
 from accel.backend import Backend, BackendOptions, Check, CostHints, PatternEntry
@@ -235,21 +235,6 @@ def _pool_reason(node: Node, dtypes: Sequence[str]) -> str | None:
     return reason
 
 
-def _openmp_wait_policy() -> None:
-    """Let oneDNN's idle OpenMP threads sleep rather than spin, unless the user chose.
-
-    GNU OpenMP reads ``OMP_WAIT_POLICY`` once, when the runtime's ``libgomp`` loads, so
-    this runs before the compiled module is imported. Spinning threads wait at every
-    layer's barrier for a partner the OS has descheduled: on a 2-core machine shared with
-    other work, MobileNetV2 at 2 threads took 1,199 ms spinning and 38 ms passive
-    (23.9 ms at 1 thread). The same setting is what ONNX Runtime runs with next to it
-    (``session.intra_op.allow_spinning=0``). Set ``OMP_WAIT_POLICY=ACTIVE`` (or
-    ``GOMP_SPINCOUNT``) to spin on a machine of your own.
-    """
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-
-
 class AclOptions(BackendOptions):
     """Target options of the acl backend."""
 
@@ -392,7 +377,7 @@ class AclBackend(Backend):
         return serialize(graph, threads=self.threads)
 
     def runtime_module(self) -> ModuleType:
-        _openmp_wait_policy()
+        sleep_idle_threads()
         from accel_acl import _runtime
 
         return _runtime

@@ -16,9 +16,10 @@ accel finds the backend through the entry point in pyproject.toml (group
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from types import ModuleType
+
+from accel_sdk.openmp import sleep_idle_threads
 
 from accel.backend import Backend, Check, CostHints, PatternEntry, RegionInfo
 from accel.hookspecs import hookimpl
@@ -78,23 +79,10 @@ class EthosnBackend(Backend):
         return stream.to_bytes()
 
     def runtime_module(self) -> ModuleType:
-        _openmp_wait_policy()
+        sleep_idle_threads()
         from accel_ethosn import _runtime
 
         return _runtime
-
-
-def _openmp_wait_policy() -> None:
-    """Idle OpenMP threads sleep rather than spin, unless the user chose (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``).
-
-    GNU OpenMP reads the policy once, when ``libgomp`` loads with the runtime. The
-    convolutions' bands run on an OpenMP team; spinning members wait at each layer's
-    barrier for a partner the OS has descheduled: on a 2-core machine shared with other
-    work, ResNet-18 at 2 threads took 2x longer spinning than passive. ONNX Runtime runs
-    beside it the same way (``session.intra_op.allow_spinning=0``).
-    """
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
 @hookimpl
