@@ -696,9 +696,12 @@ class _Importer:
                     raise GraphError(f"{kind} name {n!r} appears twice in the ONNX graph")
                 seen.add(n)
             defined.update(names)
+        given = set(defined)  # the graph's inputs and initializers, for self.reserved
         defined.update(sp.values.name for sp in g.sparse_initializer)
         producers: dict[str, int] = {}
         nodes = list(g.node)
+        node_inputs = [node.input for node in nodes]
+        read: set[str] = set()  # every name a node reads, for self.reserved
         for i, node in enumerate(nodes):
             for o in node.output:
                 if not o:
@@ -712,32 +715,31 @@ class _Importer:
                     raise GraphError(f"node {_label(node, i)} writes {o!r}, which is also a graph input or initializer")
                 producers[o] = i
         deps: list[set[int]] = []
-        for i, node in enumerate(nodes):
+        for i, names in enumerate(node_inputs):
             d: set[int] = set()
-            for name in node.input:
+            for name in names:
                 if not name:
                     continue
-                if name in producers:
-                    d.add(producers[name])
+                j = producers.get(name)
+                if j is not None:
+                    d.add(j)
                 elif name not in defined:
                     raise ModelError(
-                        f"node {_label(node, i)} reads {name!r}, which no node, graph input or initializer defines"
+                        f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or initializer defines"
                     )
+                read.add(name)
             deps.append(d)
         order, stuck = stable_topological_order(deps)
         if stuck is not None:
             raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
+        # names the ONNX graph gives (omitted optional inputs and outputs, "", name nothing)
+        self.reserved.update(read, producers, given, (v.name for v in g.output))
+        self.reserved.discard("")
         return [nodes[i] for i in order]
 
     def run(self) -> Graph:
         g = self.g
-        for node in g.node:
-            self.reserved.update(node.input)
-            self.reserved.update(node.output)
-        self.reserved.discard("")  # an omitted optional input or output names nothing
-        for name in [v.name for v in g.input] + [t.name for t in g.initializer] + [v.name for v in g.output]:
-            self.reserved.add(name)
-        order = self.toposort()
+        order = self.toposort()  # also reserves the names the ONNX graph gives
 
         init_names = {t.name for t in g.initializer}
         for t in g.initializer:
