@@ -38,7 +38,7 @@ import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 from accel.errors import AccelError, ExternalDataError, GraphError, InputError, ModelError, UnsupportedOpError
-from accel.frontend.external_data import load_external_data, subgraph_depth
+from accel.frontend.external_data import load_external_data, scan_graph, subgraph_depth
 from accel.ir import (
     MAX_ELEMENTS,
     Graph,
@@ -159,12 +159,13 @@ def load_model_proto(
 
     if not proto.HasField("graph"):
         raise ModelError(f"{what} has no graph: not an ONNX model, or a truncated one")
-    check_depth(subgraph_depth(proto.graph), what, ModelError)
+    depth, graph_tensors = scan_graph(proto.graph)
+    check_depth(depth, what, ModelError)
     if proto.ir_version <= 0:
         raise ModelError(f"{what} has no ir_version: not an ONNX model, or a corrupt one")
     if not any(op.domain in ("", "ai.onnx") for op in proto.opset_import):
         raise ModelError(f"{what} imports no opset of the default ONNX domain (truncated or corrupt model?)")
-    load_external_data(proto, base_dir)
+    load_external_data(proto, base_dir, graph_tensors=graph_tensors)
     return proto
 
 
