@@ -973,3 +973,52 @@ def test_resize_matrix_size_is_bounded() -> None:
     )
     with pytest.raises(UnsupportedOpError, match="5000x4000 interpolation matrix, beyond the limit"):
         import_model(model)
+
+
+def test_attributes_decode_as_onnx_helper_does() -> None:
+    """Attributes read straight from their field give what onnx.helper.get_attribute_value gives
+    (strings decoded); a mistyped or function-referencing attribute is still refused."""
+    from accel.frontend.onnx import _Attrs
+
+    node = helper.make_node(
+        "Foo",
+        ["x"],
+        ["y"],
+        i=-3,
+        ints=[1, -2, 2**40],
+        f=0.1,
+        floats=[1.5, -2.0],
+        s="SAME_UPPER",
+        strings=["a", "b\u00e9"],
+        t=numpy_helper.from_array(np.arange(3, dtype=np.float32)),
+    )
+    node.attribute.append(helper.make_attribute("empty_ints", [], attr_type=onnx.AttributeProto.INTS))
+    a = _Attrs(node, "n")
+    for attr in node.attribute:
+        want = helper.get_attribute_value(attr)
+        if isinstance(want, bytes):
+            want = want.decode()
+        elif isinstance(want, list) and want and isinstance(want[0], bytes):
+            want = [w.decode() for w in want]
+        got = a.get(attr.name)
+        assert type(got) is type(want) and got == want, attr.name
+    assert a.int("i") == -3 and type(a.int("i")) is int
+    assert a.ints("ints") == [1, -2, 2**40] and a.ints("empty_ints", (7,)) == []
+    assert a.ints("missing") is None and a.ints("missing", (4,)) == [4]
+    assert a.float("f") == pytest.approx(0.1) and a.str("s") == "SAME_UPPER"
+    with pytest.raises(ModelError, match="must be a list of integers"):
+        a.ints("floats")
+    with pytest.raises(ModelError, match="must be an integer"):
+        a.int("ints")
+    ref = helper.make_node("Foo", ["x"], ["y"])
+    ref.attribute.append(onnx.AttributeProto(name="k", type=onnx.AttributeProto.INT, ref_attr_name="outer"))
+    with pytest.raises(UnsupportedOpError, match="refers to a function attribute"):
+        _Attrs(ref, "r").int("k")
+    with pytest.raises(ModelError, match="given twice"):
+        _Attrs(_twice(), "d")
+
+
+def _twice() -> onnx.NodeProto:
+    node = helper.make_node("Foo", ["x"], ["y"], k=1)
+    node.attribute.append(helper.make_attribute("k", 2))
+    return node

@@ -36,6 +36,7 @@ __all__ = [
     "external_tensors",
     "load_external_data",
     "resolve_location",
+    "scan_graph",
     "subgraph_depth",
     "uses_external_data",
 ]
@@ -68,22 +69,33 @@ def _attr_tensors(attr: AttributeProto) -> Iterator[TensorProto]:
         yield sp.indices
 
 
-def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
-    """Every tensor of ``graph`` and its subgraphs, walked without recursion."""
-    pending = [graph]
+def scan_graph(graph: GraphProto) -> tuple[int, list[TensorProto]]:
+    """How deeply ``graph`` nests subgraphs (0: none) and every tensor of it and its
+    subgraphs, in one walk without recursion (each attribute of a large model is
+    visited once for both: reading a node's attribute list is what costs)."""
+    tensors: list[TensorProto] = []
+    deepest = 0
+    pending = [(graph, 0)]
     while pending:
-        g = pending.pop()
-        yield from g.initializer
+        g, depth = pending.pop()
+        deepest = max(deepest, depth)
+        tensors.extend(g.initializer)
         for sparse in g.sparse_initializer:
-            yield sparse.values
-            yield sparse.indices
+            tensors.append(sparse.values)
+            tensors.append(sparse.indices)
         for node in g.node:
             for attr in node.attribute:
                 # most attributes hold numbers or strings: a few field tests pass them by
                 if attr.HasField("t") or attr.tensors or attr.HasField("sparse_tensor") or attr.sparse_tensors:
-                    yield from _attr_tensors(attr)
+                    tensors.extend(_attr_tensors(attr))
                 if attr.HasField("g") or attr.graphs:
-                    pending.extend(_attr_graphs(attr))
+                    pending.extend((sub, depth + 1) for sub in _attr_graphs(attr))
+    return deepest, tensors
+
+
+def _graph_tensors(graph: GraphProto) -> list[TensorProto]:
+    """Every tensor of ``graph`` and its subgraphs, walked without recursion."""
+    return scan_graph(graph)[1]
 
 
 def subgraph_depth(graph: GraphProto) -> int:
@@ -100,9 +112,12 @@ def subgraph_depth(graph: GraphProto) -> int:
     return deepest
 
 
-def external_tensors(model: ModelProto) -> list[TensorProto]:
-    """Every tensor of the model (graph, subgraphs, functions) stored externally."""
-    tensors = list(_graph_tensors(model.graph))
+def external_tensors(model: ModelProto, graph_tensors: list[TensorProto] | None = None) -> list[TensorProto]:
+    """Every tensor of the model (graph, subgraphs, functions) stored externally.
+
+    ``graph_tensors``: the tensors of the model's graph as :func:`scan_graph` gave them
+    (saves walking the graph again)."""
+    tensors = list(_graph_tensors(model.graph) if graph_tensors is None else graph_tensors)
     for fn in model.functions:
         for node in fn.node:
             for attr in node.attribute:
@@ -281,14 +296,20 @@ def _read(ref: ExternalRef) -> bytes:
         os.close(fd)
 
 
-def load_external_data(model: ModelProto, base_dir: str | os.PathLike[str] | None) -> int:
+def load_external_data(
+    model: ModelProto,
+    base_dir: str | os.PathLike[str] | None,
+    *,
+    graph_tensors: list[TensorProto] | None = None,
+) -> int:
     """Inline every external tensor of ``model`` (in place); return how many were loaded.
 
     All references are checked first; nothing is read unless every one of them
     is acceptable. ``base_dir`` is the folder the locations are relative to;
-    ``None`` is refused when the model has external data.
+    ``None`` is refused when the model has external data. ``graph_tensors``: as
+    for :func:`external_tensors`.
     """
-    tensors = external_tensors(model)
+    tensors = external_tensors(model, graph_tensors)
     if not tensors:
         return 0
     if base_dir is None:

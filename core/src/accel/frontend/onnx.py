@@ -38,7 +38,7 @@ import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 from accel.errors import AccelError, ExternalDataError, GraphError, InputError, ModelError, UnsupportedOpError
-from accel.frontend.external_data import load_external_data, subgraph_depth
+from accel.frontend.external_data import load_external_data, scan_graph, subgraph_depth
 from accel.ir import (
     MAX_ELEMENTS,
     Graph,
@@ -159,18 +159,25 @@ def load_model_proto(
 
     if not proto.HasField("graph"):
         raise ModelError(f"{what} has no graph: not an ONNX model, or a truncated one")
-    check_depth(subgraph_depth(proto.graph), what, ModelError)
+    depth, graph_tensors = scan_graph(proto.graph)
+    check_depth(depth, what, ModelError)
     if proto.ir_version <= 0:
         raise ModelError(f"{what} has no ir_version: not an ONNX model, or a corrupt one")
     if not any(op.domain in ("", "ai.onnx") for op in proto.opset_import):
         raise ModelError(f"{what} imports no opset of the default ONNX domain (truncated or corrupt model?)")
-    load_external_data(proto, base_dir)
+    load_external_data(proto, base_dir, graph_tensors=graph_tensors)
     return proto
 
 
 # ---------------------------------------------------------------------------------
 # attribute access
 # ---------------------------------------------------------------------------------
+
+
+_ATTR_INT = AttributeProto.INT
+_ATTR_INTS = AttributeProto.INTS
+_ATTR_FLOAT = AttributeProto.FLOAT
+_ATTR_STRING = AttributeProto.STRING
 
 
 class _Attrs:
@@ -180,13 +187,17 @@ class _Attrs:
     body, so annotations there name ``builtins.int`` and so on.
     """
 
+    __slots__ = ("label", "_by_name")
+
     def __init__(self, node: NodeProto, label: str):
         self.label = label
-        self._by_name: dict[str, AttributeProto] = {}
+        by_name: dict[str, AttributeProto] = {}
         for attr in node.attribute:
-            if attr.name in self._by_name:
-                raise ModelError(f"node {label}: attribute {attr.name!r} is given twice")
-            self._by_name[attr.name] = attr
+            name = attr.name
+            if name in by_name:
+                raise ModelError(f"node {label}: attribute {name!r} is given twice")
+            by_name[name] = attr
+        self._by_name = by_name
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
@@ -197,6 +208,16 @@ class _Attrs:
             return default
         if attr.ref_attr_name:
             raise UnsupportedOpError(f"node {self.label}: attribute {name!r} refers to a function attribute")
+        # the common kinds read straight from their field (as onnx.helper.get_attribute_value does)
+        kind = attr.type
+        if kind == _ATTR_INT:
+            return attr.i
+        if kind == _ATTR_INTS:
+            return list(attr.ints)
+        if kind == _ATTR_FLOAT:
+            return attr.f
+        if kind == _ATTR_STRING:
+            return attr.s.decode("utf-8", "replace")
         value = onnx.helper.get_attribute_value(attr)
         if isinstance(value, bytes):
             return value.decode("utf-8", "replace")
@@ -205,6 +226,9 @@ class _Attrs:
         return value
 
     def int(self, name: builtins.str, default: builtins.int | None = None) -> builtins.int:
+        attr = self._by_name.get(name)
+        if attr is not None and attr.type == _ATTR_INT and not attr.ref_attr_name:
+            return attr.i
         v = self.get(name, default)
         if not isinstance(v, (int, np.integer)):
             raise ModelError(f"node {self.label}: attribute {name!r} must be an integer, got {v!r}")
@@ -223,6 +247,9 @@ class _Attrs:
 
     def ints(self, name: builtins.str, default: Sequence[builtins.int] | None = None) -> list[builtins.int] | None:
         """The integer list ``name``, else a copy of ``default`` (``None`` when neither is given)."""
+        attr = self._by_name.get(name)
+        if attr is not None and attr.type == _ATTR_INTS and not attr.ref_attr_name:
+            return list(attr.ints)
         v = self.get(name, None)
         if v is None:
             return None if default is None else list(default)
@@ -368,10 +395,11 @@ class _Importer:
         *,
         outs: Sequence[str | None] | None = None,
     ) -> list[Value]:
-        node_label = self.node_name or op
-        full, types = infer_node_types(op, [v.type for v in inputs], attrs, node=node_label)
-        outs = list(outs or [])
-        outs += [None] * (len(types) - len(outs))
+        node_name = self.node_name
+        full, types = infer_node_types(op, [v.type for v in inputs], attrs, node=node_name or op)
+        outs = list(outs or ())
+        if len(outs) < len(types):
+            outs += [None] * (len(types) - len(outs))
         if (
             inputs
             and all(v.const is not None for v in inputs)
@@ -380,11 +408,22 @@ class _Importer:
         ):
             arrays = self._fold(op, full, inputs, types)
             return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs, strict=False)]
-        short = op.rsplit(".", 1)[-1]
-        names = [self._value_name(o, f"{self.hint}/{short}") for o in outs]
-        node = Node(op, inputs, full, types, name=self._fresh_node(self.node_name or short), output_names=names)
+        short = _short_op(op)
+        taken = self.taken
+        names = []
+        for o in outs:
+            if o and o not in taken:  # the ONNX name, as _value_name gives it
+                taken.add(o)
+                names.append(o)
+            else:
+                names.append(self._fresh(f"{self.hint}/{short}"))
+        if node_name and node_name not in self.node_names:  # as _fresh_node gives it
+            self.node_names.add(node_name)
+        else:
+            node_name = self._fresh_node(node_name or short)
+        node = Node(op, inputs, full, types, name=node_name, output_names=names)
         self.nodes.append(node)
-        self.used.update(id(v) for v in inputs)
+        self.used.update(map(id, inputs))
         return node.outputs
 
     def _fold(self, op: str, attrs: Any, inputs: Sequence[Value], types: Sequence[TensorType]) -> list[np.ndarray]:
@@ -658,9 +697,12 @@ class _Importer:
                     raise GraphError(f"{kind} name {n!r} appears twice in the ONNX graph")
                 seen.add(n)
             defined.update(names)
+        given = set(defined)  # the graph's inputs and initializers, for self.reserved
         defined.update(sp.values.name for sp in g.sparse_initializer)
         producers: dict[str, int] = {}
         nodes = list(g.node)
+        node_inputs = [node.input for node in nodes]
+        read: set[str] = set()  # every name a node reads, for self.reserved
         for i, node in enumerate(nodes):
             for o in node.output:
                 if not o:
@@ -674,32 +716,31 @@ class _Importer:
                     raise GraphError(f"node {_label(node, i)} writes {o!r}, which is also a graph input or initializer")
                 producers[o] = i
         deps: list[set[int]] = []
-        for i, node in enumerate(nodes):
+        for i, names in enumerate(node_inputs):
             d: set[int] = set()
-            for name in node.input:
+            for name in names:
                 if not name:
                     continue
-                if name in producers:
-                    d.add(producers[name])
+                j = producers.get(name)
+                if j is not None:
+                    d.add(j)
                 elif name not in defined:
                     raise ModelError(
-                        f"node {_label(node, i)} reads {name!r}, which no node, graph input or initializer defines"
+                        f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or initializer defines"
                     )
+                read.add(name)
             deps.append(d)
         order, stuck = stable_topological_order(deps)
         if stuck is not None:
             raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
+        # names the ONNX graph gives (omitted optional inputs and outputs, "", name nothing)
+        self.reserved.update(read, producers, given, (v.name for v in g.output))
+        self.reserved.discard("")
         return [nodes[i] for i in order]
 
     def run(self) -> Graph:
         g = self.g
-        for node in g.node:
-            self.reserved.update(node.input)
-            self.reserved.update(node.output)
-        self.reserved.discard("")  # an omitted optional input or output names nothing
-        for name in [v.name for v in g.input] + [t.name for t in g.initializer] + [v.name for v in g.output]:
-            self.reserved.add(name)
-        order = self.toposort()
+        order = self.toposort()  # also reserves the names the ONNX graph gives
 
         init_names = {t.name for t in g.initializer}
         for t in g.initializer:
@@ -740,26 +781,28 @@ class _Importer:
         return graph
 
     def convert(self, node: NodeProto, index: int) -> None:
-        self.label = _label(node, index)
-        self.node_name = self._fresh_node(node.name or f"{node.op_type}_{index}")
+        op_type, node_name = node.op_type, node.name
+        outputs = list(node.output)
+        self.label = label = repr(node_name) if node_name else _label(node, index)
+        self.node_name = self._fresh_node(node_name or f"{op_type}_{index}")
         self.node_names.discard(self.node_name)  # the first IR node of this ONNX node takes it
-        self.hint = next((o for o in node.output if o), node.name or node.op_type)
-        domain = "" if node.domain in ("", "ai.onnx") else node.domain
-        handler = _HANDLERS.get(node.op_type) if domain == "" else None
+        self.hint = next((o for o in outputs if o), node_name or op_type)
+        domain = node.domain
+        if domain == "ai.onnx":
+            domain = ""
+        handler = _HANDLERS.get(op_type) if domain == "" else None
         if handler is None:
-            raise UnsupportedOpError(_unsupported_op_message(node.op_type, domain, self.opsets.get(domain), self.label))
-        ins = [self.env[n] if n else None for n in node.input]
-        attrs = _Attrs(node, self.label)
-        outs = handler(self, node, attrs, ins)
-        for i, name in enumerate(node.output):
+            raise UnsupportedOpError(_unsupported_op_message(op_type, domain, self.opsets.get(domain), label))
+        env = self.env
+        ins = [env[n] if n else None for n in node.input]
+        outs = handler(self, node, _Attrs(node, label), ins)
+        for i, name in enumerate(outputs):
             if not name:
                 continue
             v = outs[i] if i < len(outs) else None
             if v is None:
-                raise UnsupportedOpError(
-                    f"{node.op_type} at node {self.label}: output #{i} ({name!r}) is not supported"
-                )
-            self.env[name] = v
+                raise UnsupportedOpError(f"{op_type} at node {label}: output #{i} ({name!r}) is not supported")
+            env[name] = v
 
     def bind_outputs(self) -> list[Value]:
         """Graph outputs named as in ONNX: rename an aliased value, or copy when it must keep its name."""
@@ -787,6 +830,17 @@ class _Importer:
                     v = self.emit("reshape", [v], {"newshape": v.type.shape}, out=name)
             outputs.append(v)
         return outputs
+
+
+_SHORT_OPS: dict[str, str] = {}
+
+
+def _short_op(op: str) -> str:
+    """``op`` without its namespace (``nn.conv2d`` → ``conv2d``), a fresh name's hint."""
+    short = _SHORT_OPS.get(op)
+    if short is None:
+        short = _SHORT_OPS[op] = op.rsplit(".", 1)[-1]
+    return short
 
 
 def _unsupported_op_message(op: str, domain: str, version: int | None, label: str) -> str:

@@ -277,6 +277,11 @@ def complete_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None, node: str = ""
     """Fill defaults, refuse unknown or missing attributes; return a frozen mapping."""
     if isinstance(attrs, MappingProxyType) and attrs.keys() == opdef.attrs.keys():
         return attrs  # frozen and complete already (a node's own attributes)
+    if not attrs:
+        known = _DEFAULT_ATTRS.get(id(opdef))
+        if known is not None and known[0] is opdef:
+            return known[1]  # the op's defaults, frozen once (an immutable mapping, shared)
+    given = bool(attrs)
     attrs = dict(attrs or {})
     if not attrs.keys() <= opdef.attrs.keys():
         unknown = sorted(set(attrs) - set(opdef.attrs))
@@ -289,7 +294,15 @@ def complete_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None, node: str = ""
             if default is REQUIRED:
                 raise TypeInferenceError(f"{_where(opdef, node)}: missing required attribute {key!r}")
             attrs[key] = default
-    return freeze_attrs(attrs)
+    full = freeze_attrs(attrs)
+    if not given:
+        _DEFAULT_ATTRS[id(opdef)] = (opdef, full)
+    return full
+
+
+#: ``id(opdef)`` → (that OpDef, its attributes all at their defaults, frozen): most nodes of
+#: elementwise ops have no attributes, so this mapping is made once per op, not once per node.
+_DEFAULT_ATTRS: dict[int, tuple[OpDef, Mapping[str, Any]]] = {}
 
 
 def _where(opdef: OpDef, node: str) -> str:
