@@ -10,7 +10,8 @@ arena size, then latency at 1 and 2 threads of
 - onnxruntime on the same QDQ file (``session.intra_op.allow_spinning=0``; on
   CPUs without VNNI also ``session.x64quantprecision=1``, the exact kernels),
 
-as medians and ratios, plus a bit-exactness check against accel's reference
+as medians of interleaved rounds (one call of each per round) and ratios, plus a
+bit-exactness check against accel's reference
 executor. Each thread count runs in its own process (the runtime's thread
 count is read once per process), ethosn and onnxruntime side by side in it.
 
@@ -44,15 +45,22 @@ def has_vnni() -> bool:
     return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
-def median_ms(fn, repeat: int, warmup: int = 3) -> float:
+def median_ms(fns, repeat: int, warmup: int = 3) -> list[float]:
+    """Median milliseconds of each function, timed in interleaved rounds.
+
+    One call of each per round, so that whatever the machine does meanwhile (and the
+    threads one runtime leaves behind) falls on all of them alike.
+    """
     for _ in range(warmup):
-        fn()
-    times = []
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+        for fn, got in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            got.append(time.perf_counter() - t0)
+    return [statistics.median(t) * 1e3 for t in times]
 
 
 def build_models(resolution: int, folder: Path) -> dict[str, Path]:
@@ -109,9 +117,14 @@ def worker(models: dict[str, str], threads: int, repeat: int) -> list[dict]:
             opts.add_session_config_entry("session.x64quantprecision", "1")
         sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
-        t_accel = median_ms(lambda exe=exe, feeds=feeds: exe.run(feeds), repeat)
-        t_part = median_ms(lambda rt=runtime, i=q_in, o=q_out: rt.run(i, o), repeat)
-        t_ort = median_ms(lambda sess=sess, feeds=feeds: sess.run(None, feeds), repeat)
+        t_ort, t_accel, t_part = median_ms(
+            [
+                lambda sess=sess, feeds=feeds: sess.run(None, feeds),
+                lambda exe=exe, feeds=feeds: exe.run(feeds),
+                lambda rt=runtime, i=q_in, o=q_out: rt.run(i, o),
+            ],
+            repeat,
+        )
         rows.append(
             {
                 "model": name,
