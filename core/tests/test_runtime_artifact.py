@@ -18,7 +18,7 @@ from accel import runtime
 from accel.artifact import artifact_from_bytes, read_artifact
 from accel.builder import GraphBuilder
 from accel.errors import AbiMismatchError, ArtifactError, BackendNotFoundError, GraphError, InputError, TargetError
-from accel.executor import Program, ReferenceExecutor, _plan
+from accel.executor import Program, ReferenceExecutor, plan_offsets
 from accel.runtime import Executable, create_handle
 
 AVAILABLE = {"fake": FakeBackend}
@@ -100,7 +100,7 @@ def test_plan_never_overlaps_live_tensors():
     for s in range(200):
         a = int(rng.integers(0, 50))
         items.append((s, a, a + int(rng.integers(0, 10)), int(rng.integers(1, 5000))))
-    offsets, total = _plan(items)
+    offsets, total = plan_offsets(items)
     for s1, a1, b1, n1 in items:
         for s2, a2, b2, n2 in items:
             if s1 < s2 and not (b1 < a2 or b2 < a1):

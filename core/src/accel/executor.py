@@ -165,7 +165,7 @@ class Program:
             for s in step.outs:
                 defined[s] = i
         planned = [s for step in steps if step.backend for s in step.outs if not escapes[s]]
-        return _plan([(s, defined[s], end[s], self._types[s].nbytes) for s in planned])
+        return plan_offsets([(s, defined[s], end[s], self._types[s].nbytes) for s in planned])
 
     # -- introspection -----------------------------------------------------------------
     @property
@@ -323,17 +323,19 @@ class ReferenceExecutor(Program):
         super().__init__(graph, host_step)
 
 
-def _plan(items: list[tuple[int, int, int, int]]) -> tuple[dict[int, int], int]:
-    """Offsets for ``(slot, first step, last step, bytes)`` so that live tensors never share bytes.
+def plan_offsets(items: list[tuple[int, int, int, int]], align: int = ALIGN) -> tuple[dict[int, int], int]:
+    """Offsets for ``(key, first step, last step, bytes)`` so that live tensors never share bytes.
 
-    Greedy by size (largest first): each tensor goes to the lowest aligned
-    offset that does not overlap a placed tensor whose lifetime overlaps.
+    Greedy by size (largest first, then earliest): each tensor goes to the lowest
+    ``align``-ed offset that does not overlap a placed tensor whose lifetime
+    overlaps. Returns the offsets by key and the arena size. Backend compilers that
+    plan an arena at compile time (ethosn's) use the same planner.
     """
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
     offsets: dict[int, int] = {}
     total = 0
     for s, start, stop, size in sorted(items, key=lambda x: (-x[3], x[1])):
-        size = (max(size, 1) + ALIGN - 1) // ALIGN * ALIGN
+        size = (max(size, 1) + align - 1) // align * align
         clashes = sorted((o, o + sz) for o, sz, a, b in placed if not (b < start or stop < a))
         offset = 0
         for lo, hi in clashes:

@@ -28,7 +28,7 @@ from accel_sdk.blob import BlobWriter
 from accel import quant
 from accel.abi import dtype_code
 from accel.errors import PartitionError
-from accel.executor import ReferenceExecutor
+from accel.executor import ReferenceExecutor, plan_offsets
 from accel.ir import CALL_OP, Graph, Node, TensorType, Value
 from accel.ops.geometry import conv2d_geometry, pool2d_geometry
 from accel.ops.registry import OpContext, get_op, infer_node_types
@@ -593,21 +593,10 @@ def plan_arena(tensors: list[Tensor], commands: list[Command]) -> int:
         for t in (*cmd.ins, *cmd.outs):
             first.setdefault(t, k)
             last[t] = k
-    placed: list[tuple[int, int, int, int]] = []
-    total = 0
     arena = [t for t, tensor in enumerate(tensors) if tensor.kind == ARENA and t in first]
-    for t in sorted(arena, key=lambda t: (-tensors[t].nbytes, first[t])):
-        size = (max(tensors[t].nbytes, 1) + ALIGN - 1) // ALIGN * ALIGN
-        start, stop = first[t], last[t]
-        clashes = sorted((o, o + s) for o, s, a, b in placed if not (b < start or stop < a))
-        offset = 0
-        for lo, hi in clashes:
-            if offset + size <= lo:
-                break
-            offset = max(offset, hi)
-        placed.append((offset, size, start, stop))
+    offsets, total = plan_offsets([(t, first[t], last[t], tensors[t].nbytes) for t in arena], ALIGN)
+    for t, offset in offsets.items():
         tensors[t].slot = offset
-        total = max(total, offset + size)
     return total
 
 
