@@ -32,14 +32,7 @@ from rich.table import Table
 from accel.compiler import compile as compile_model
 from accel.executor import ReferenceExecutor
 from accel.testing import modelgen
-
-
-def cpu_has_vnni() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
+from accel_sdk.bench import cpu_has_vnni, ort_session
 
 
 def times_ms(fn, repeat: int) -> list[float]:
@@ -49,17 +42,6 @@ def times_ms(fn, repeat: int) -> list[float]:
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return times
-
-
-def ort_session(data: bytes, threads: int, quantized: bool) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if quantized and not cpu_has_vnni():
-        opts.add_session_config_entry("session.x64quantprecision", "1")
-    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 
 def bench(name: str, model, threads: int, repeat: int, quantized: bool) -> dict:
@@ -75,7 +57,7 @@ def bench(name: str, model, threads: int, repeat: int, quantized: bool) -> dict:
     executable = artifact.executable()
     setup_ms = (time.perf_counter() - t0) * 1e3
     host = [n for n in artifact.host_graph.nodes if n.op != "call"] if hasattr(artifact, "host_graph") else []
-    sess = ort_session(data, threads, quantized)
+    sess = ort_session(data, threads, quantized=quantized)
     out_name = model.graph.output[0].name
     got = np.asarray(executable.run(feeds)[out_name])
     want = np.asarray(ReferenceExecutor(graph).run(feeds)[out_name])

@@ -39,18 +39,10 @@ from rich.console import Console
 from rich.table import Table
 
 from accel.testing import modelgen
+from accel_sdk.bench import ort_session
 
 #: The bar this backend is held to (docs/backends/bnns.md): at most this many times ONNX Runtime's latency.
 BAR = 2.0
-
-
-def ort_session(model, threads: int) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
 def compiled(model, threads: int):
@@ -74,7 +66,7 @@ def alternate(fns: list, repeat: int, warmup: int = 3) -> list[float]:
 
 def bench(name: str, model, threads: int, repeat: int) -> dict:
     feeds = modelgen.random_inputs(model, seed=0)[0]
-    sess = ort_session(model, threads)
+    sess = ort_session(model.SerializeToString(), threads)
     exe = compiled(model, threads)
     want = sess.run(None, feeds)[0]
     got = exe.run(feeds)[modelgen.OUTPUT_NAME]

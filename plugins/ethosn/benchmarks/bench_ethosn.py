@@ -35,14 +35,7 @@ from pathlib import Path
 import accel
 
 import numpy as np
-
-
-def has_vnni() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
+from accel_sdk.bench import cpu_has_vnni, ort_session
 
 
 def median_ms(fns, repeat: int, warmup: int = 3) -> list[float]:
@@ -76,7 +69,6 @@ def build_models(resolution: int, folder: Path) -> dict[str, Path]:
 
 
 def worker(models: dict[str, str], threads: int, repeat: int) -> list[dict]:
-    import onnxruntime as ort
     from accel_ethosn import EthosnBackend
 
     from accel.executor import ReferenceExecutor
@@ -109,13 +101,7 @@ def worker(models: dict[str, str], threads: int, repeat: int) -> list[dict]:
         q_in = [np.ascontiguousarray(np.zeros(v.type.shape, v.type.dtype)) for v in region.body.inputs]
         q_out = [np.empty(v.type.shape, v.type.dtype) for v in region.body.outputs]
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if not has_vnni():
-            opts.add_session_config_entry("session.x64quantprecision", "1")
-        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        sess = ort_session(data, threads, quantized=True)
 
         t_ort, t_accel, t_part = median_ms(
             [
@@ -170,7 +156,9 @@ def main() -> None:
                 [sys.executable, __file__, "--worker", spec], env=env, check=True, capture_output=True, text=True
             )
             rows.extend(json.loads(out.stdout.strip().splitlines()[-1]))
-    table = Table(title=f"ethosn vs onnxruntime, QDQ int8, {args.resolution}x{args.resolution} (VNNI: {has_vnni()})")
+    table = Table(
+        title=f"ethosn vs onnxruntime, QDQ int8, {args.resolution}x{args.resolution} (VNNI: {cpu_has_vnni()})"
+    )
     for col in (
         "model",
         "threads",
