@@ -173,6 +173,30 @@ dnnl::memory pack(const dnnl::memory::desc& user, const void* data, const dnnl::
   return dst;
 }
 
+// A primitive with constant weights (and bias) packed once into its chosen layouts:
+// convolution and inner product run the same way on (src, dst) buffers.
+struct WeightedPrim {
+  Prim prim;
+  dnnl::memory weights, bias;
+  dnnl::memory::desc src_md, dst_md;
+
+  template <class P, class PD>
+  void set(const PD& pd, const dnnl::memory::desc& w_user, const void* w, const dnnl::memory::desc& b_user, const void* b) {
+    prim.set<P>(pd);
+    weights = pack(w_user, w, pd.weights_desc());
+    if (b) bias = pack(b_user, b, pd.bias_desc());
+    src_md = pd.src_desc();
+    dst_md = pd.dst_desc();
+  }
+  void exec(Exec& e, void* src, void* dst) const {
+    const auto& eng = onednn::engine();
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, dnnl::memory(src_md, eng, src)}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dnnl::memory(dst_md, eng, dst)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, bias);
+    prim.exec(e, std::move(args));
+  }
+};
+
 // fn(begin, end) over [0, n) in `threads` chunks on the sdk's pool (inline when small or 1 thread).
 template <class Fn>
 void chunked(std::size_t n, int threads, std::size_t min_chunk, Fn&& fn) {
@@ -273,26 +297,15 @@ class ConvF32 final : public Kernel {
       dnnl::convolution_forward::primitive_desc pd(
           eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, w_any, b_md, dst_md,
           {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl}, {win.pb, win.pr}, attr);
-      prim_.set<dnnl::convolution_forward>(pd);
-      weights_ = pack(w_user, w.data, pd.weights_desc());
-      if (bias) weights_bias_ = pack(b_md, c.in(2).data, pd.bias_desc());
-      src_md_ = pd.src_desc();
-      dst_md_ = pd.dst_desc();
+      prim_.set<dnnl::convolution_forward>(pd, w_user, w.data, b_md, bias ? c.in(2).data : nullptr);
     });
-    has_bias_ = bias;
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
-    scratch_bytes = prim_.scratch;
+    scratch_bytes = prim_.prim.scratch;
   }
 
   void run(Exec& e) const override {
-    const auto& eng = onednn::engine();
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, dnnl::memory(src_md_, eng, e.ptr[ins[0]])},
-        {DNNL_ARG_WEIGHTS, weights_},
-        {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}};
-    if (has_bias_) args.emplace(DNNL_ARG_BIAS, weights_bias_);
-    prim_.exec(e, std::move(args));
+    prim_.exec(e, e.ptr[ins[0]], e.ptr[outs[0]]);
     if (act_ != 0) {
       float* y = static_cast<float*>(e.ptr[outs[0]]);
       chunked(out_elems_, threads_, 1 << 15, [&](std::size_t a, std::size_t b) { activate(y + a, b - a, act_, act_max_); });
@@ -304,10 +317,7 @@ class ConvF32 final : public Kernel {
   float act_max_ = 0.f;
   int threads_ = 0;
   std::size_t out_elems_ = 0;
-  Prim prim_;
-  dnnl::memory weights_, weights_bias_;
-  dnnl::memory::desc src_md_, dst_md_;
-  bool has_bias_ = false;
+  WeightedPrim prim_;
 };
 
 // -- float32 dense ------------------------------------------------------------------------
@@ -343,33 +353,17 @@ class DenseF32 final : public Kernel {
     onednn::guard("dense " + c.n.name, [&] {
       dnnl::inner_product_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, src_md, w_any, b_md, dst_md,
                                                      user_scratchpad());
-      prim_.set<dnnl::inner_product_forward>(pd);
-      weights_ = pack(w_user, w.data, pd.weights_desc());
-      if (bias) bias_ = pack(b_md, c.in(2).data, pd.bias_desc());
-      src_md_ = pd.src_desc();
-      dst_md_ = pd.dst_desc();
+      prim_.set<dnnl::inner_product_forward>(pd, w_user, w.data, b_md, bias ? c.in(2).data : nullptr);
     });
-    has_bias_ = bias;
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
-    scratch_bytes = prim_.scratch;
+    scratch_bytes = prim_.prim.scratch;
   }
 
-  void run(Exec& e) const override {
-    const auto& eng = onednn::engine();
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, dnnl::memory(src_md_, eng, e.ptr[ins[0]])},
-        {DNNL_ARG_WEIGHTS, weights_},
-        {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}};
-    if (has_bias_) args.emplace(DNNL_ARG_BIAS, bias_);
-    prim_.exec(e, std::move(args));
-  }
+  void run(Exec& e) const override { prim_.exec(e, e.ptr[ins[0]], e.ptr[outs[0]]); }
 
  private:
-  Prim prim_;
-  dnnl::memory weights_, bias_;
-  dnnl::memory::desc src_md_, dst_md_;
-  bool has_bias_ = false;
+  WeightedPrim prim_;
 };
 
 // -- pooling ----------------------------------------------------------------------------
