@@ -37,15 +37,15 @@ from __future__ import annotations
 import heapq
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from accel.backend import Backend, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
-from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused
+from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused, freeze_attrs
 from accel.ops.registry import Layout, get_op
-from accel.passes._rewrite import permute_quant
+from accel.passes._rewrite import permuted_type
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
 from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
@@ -389,6 +389,7 @@ class _Partitioner:
         by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
         raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
         transposes: dict[tuple[int, Perm], Value] = {}
+        transpose_attrs: dict[Perm, Mapping[str, object]] = {}  # one frozen mapping per permutation
         new_nodes: list[Node] = []
         reports: list[PartitionReport] = []
         node_part: dict[int, str] = {}
@@ -422,10 +423,17 @@ class _Partitioner:
                 # typed as the transpose rule would type it (the input's type, permuted), without
                 # running the rule again at each of the many region boundaries
                 name = host.fresh_name(f"{region}_layout")
-                out_type = TensorType(
-                    tuple(v.type.shape[a] for a in axes), v.type.dtype, permute_quant(v.type.quant, axes)
+                attrs = transpose_attrs.get(axes)
+                if attrs is None:
+                    attrs = transpose_attrs[axes] = freeze_attrs({"axes": axes})
+                t = Node(
+                    "transpose",
+                    [v],
+                    attrs,
+                    [permuted_type(v.type, axes)],
+                    name=name,
+                    output_names=[host.fresh_name(name)],
                 )
-                t = Node("transpose", [v], {"axes": axes}, [out_type], name=name, output_names=[host.fresh_name(name)])
                 new_nodes.append(t)
                 region_transposes.setdefault(region, []).append(t)
                 out = transposes[key] = t.output
@@ -477,12 +485,18 @@ class _Partitioner:
             # (asked of the input graph: a layout view may have dropped dead readers)
             body_outputs: list[Value] = []
             in_region = set(idxs)
+            unread = False  # a value nothing reads: the body keeps a dead node to drop
             for i, nd in zip(idxs, body_nodes):
                 for ov, v in zip(self.nodes[i].outputs, nd.outputs):
-                    if id(ov) in graph_outputs or any(j not in in_region for j in self.users.get(id(ov), ())):
+                    readers = self.users.get(id(ov), ())
+                    if id(ov) in graph_outputs or any(j not in in_region for j in readers):
                         body_outputs.append(v)
+                    elif not readers:
+                        unread = True
             body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
-            self._outline_composites(body, [self.unit[i] for i in idxs])
+            if unread:
+                remove_dead_nodes(body)
+            self._outline_composites(body, idxs, graph_outputs)
             out_names = []
             call_out_names = []
             perms = []
@@ -518,7 +532,7 @@ class _Partitioner:
 
         host.outputs = [host_value(v) for v in host.outputs]
         host.nodes = new_nodes
-        remove_dead_nodes(host)
+        remove_dead_nodes(host, nested=False)  # region bodies are built without dead nodes
         alive = {id(n) for n in host.nodes}
         for rep in reports:
             rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
@@ -559,13 +573,24 @@ class _Partitioner:
                 return backend.layout
         return self.layout
 
-    def _outline_composites(self, body: Graph, units: list[int]) -> None:
+    def _outline_composites(self, body: Graph, idxs: list[int], graph_outputs: set[int]) -> None:
+        """Make each composite in a region's ``body`` (its nodes are those of ``idxs``) one nested call."""
+        units = [self.unit[i] for i in idxs]
         groups: dict[int, list[Node]] = {}
         for node, u in zip(body.nodes, units):
             if u in self.composite:
                 groups.setdefault(u, []).append(node)
         if not groups:
             return
+        # a member's output leaves its composite when the graph returns it or a node outside reads it
+        leaves: set[int] = set()
+        users = self.users
+        for node, i, u in zip(body.nodes, idxs, units):
+            if u in groups:
+                inner = self.members[u]
+                for ov, v in zip(self.nodes[i].outputs, node.outputs):
+                    if id(ov) in graph_outputs or any(j not in inner for j in users.get(id(ov), ())):
+                        leaves.add(id(v))
         new_nodes: list[Node] = []
         done: set[int] = set()
         remap: dict[int, Value] = {}
@@ -579,7 +604,6 @@ class _Partitioner:
                 continue
             done.add(u)
             members = groups[u]
-            inner = {id(n) for n in members}
             produced = {id(v) for n in members for v in n.outputs}
             params: list[Value] = []
             args: list[Value] = []
@@ -592,12 +616,7 @@ class _Partitioner:
                         args.append(remap.get(id(v), v))
                 if any(id(v) in pmap for v in n.inputs):
                     n.inputs = [pmap.get(id(v), v) for v in n.inputs]
-            outs = [
-                v
-                for n in members
-                for v in n.outputs
-                if body.is_output(v) or any(id(x) not in inner for x in body.users(v))
-            ]
+            outs = [v for n in members for v in n.outputs if id(v) in leaves]
             root = members[-1]
             call = Node(
                 CALL_OP,
@@ -637,7 +656,13 @@ class _Partitioner:
                 )
             )
         values = [*self.graph.inputs, *(v for node in self.nodes for v in node.outputs)]
-        types = {v.name: str(v.type) for v in values}
+        texts: dict[TensorType, str] = {}  # a graph repeats few types: each written once
+        types = {}
+        for v in values:
+            text = texts.get(v.type)
+            if text is None:
+                text = texts[v.type] = str(v.type)
+            types[v.name] = text
         return Report(
             target=[b.name for b in self.backends],
             nodes=nodes,

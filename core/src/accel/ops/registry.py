@@ -336,6 +336,10 @@ def infer_node_types(
         expected = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
         raise TypeInferenceError(f"node {node!r} ({op}): takes {expected} inputs, got {n}")
     full = complete_attrs(opdef, attrs, node)
+    key = signature(op, in_types, full)
+    found = None if key is None else _INFERRED.get(key)
+    if found is not None:
+        return full, list(found)
     try:
         out = opdef.infer(full, *in_types)
     except TypeInferenceError as exc:
@@ -343,7 +347,36 @@ def infer_node_types(
         prefix = f"node {node!r} ({op})" if node else op
         raise TypeInferenceError(msg if msg.startswith(prefix) else f"{prefix}: {msg}") from None
     types = [out] if isinstance(out, TensorType) else list(out)
+    if key is not None:
+        if len(_INFERRED) >= _INFERRED_LIMIT:
+            _INFERRED.clear()
+        _INFERRED[key] = tuple(types)
     return full, types
+
+
+def signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A hashable key of what a node's type rule and cost hints see: op, input types, attributes.
+
+    ``None`` when an attribute value cannot be hashed. The values' types are part
+    of the key: ``True == 1 == 1.0``, yet a rule may refuse a bool.
+    """
+    key = (
+        op,
+        *in_types,
+        *((k, type(v), tuple(map(type, v)) if type(v) is tuple else None, v) for k, v in attrs.items()),
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+#: (op, input types, attributes) -> output types, as the op's rule inferred them. A type rule
+#: is a function of exactly these (its errors are not kept), and a network repeats a few
+#: layer shapes many times: a transformer export of 100k nodes has some hundred distinct keys.
+_INFERRED: dict[tuple[Any, ...], tuple[TensorType, ...]] = {}
+_INFERRED_LIMIT = 1 << 14
 
 
 _LOADED = False

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import AccelError, GraphError
-from accel.ir import Graph, Node, QuantParams, Value
+from accel.ir import Graph, Node, QuantParams, TensorType, Value
 from accel.ops.registry import OpContext, get_op, infer_node_types
 
 
@@ -30,6 +30,25 @@ def permute_quant(q: QuantParams | None, perm: Sequence[int]) -> QuantParams | N
     if q is None or q.axis is None:
         return q
     return QuantParams(q.scale, q.zero_point, list(perm).index(q.axis % len(perm)))
+
+
+def permuted_type(t: TensorType, perm: tuple[int, ...]) -> TensorType:
+    """The type of ``transpose(x, perm)`` for ``x`` of type ``t``, as the transpose rule gives it.
+
+    One object per distinct result: a network repeats a few types at many layout
+    boundaries, so this neither runs the rule nor builds a new type each time.
+    """
+    key = (t, perm)
+    found = _PERMUTED.get(key)
+    if found is None:
+        found = TensorType(tuple(t.shape[a] for a in perm), t.dtype, permute_quant(t.quant, perm))
+        if len(_PERMUTED) >= 1 << 14:
+            _PERMUTED.clear()
+        _PERMUTED[key] = found
+    return found
+
+
+_PERMUTED: dict[tuple[TensorType, tuple[int, ...]], TensorType] = {}
 
 
 def transposed_const(graph: Graph, value: Value, perm: Sequence[int], hint: str | None = None) -> Value:

@@ -25,7 +25,7 @@ import numpy as np
 from accel.errors import GraphError
 from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, freeze_attrs
 from accel.ops.registry import Layout, LayoutRule, get_op, infer_node_types
-from accel.passes._rewrite import Rewriter, is_identity, permute_quant, transposed_const
+from accel.passes._rewrite import Rewriter, is_identity, permute_quant, permuted_type, transposed_const
 
 LAYOUTS = ("NCHW", "NHWC")
 #: the kernel layout of a convolution held in NHWC (for NCHW: the op's default kernel layout)
@@ -111,7 +111,6 @@ class _LayoutConverter:
         self.lazy_constants = lazy_constants
         #: id(new value) -> (original value, p) with new = transpose(original, p)
         self.origin: dict[int, tuple[Value, Perm]] = {}
-        self.types: dict[tuple[TensorType, Perm], TensorType] = {}
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
@@ -163,7 +162,7 @@ class _LayoutConverter:
         """
         if perm is not None and self.lazy_constants:
             full = freeze_attrs(old.attrs if attrs is None else attrs)
-            types = [self._permuted(o.type, perm) for o in old.outputs]
+            types = [permuted_type(o.type, perm) for o in old.outputs]
         else:
             full, types = infer_node_types(
                 old.op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
@@ -173,15 +172,6 @@ class _LayoutConverter:
         )
         self.rw.nodes.append(node)
         return node
-
-    def _permuted(self, t: TensorType, perm: Perm) -> TensorType:
-        """``t`` permuted by ``perm``; one object per distinct result (a graph repeats few types)."""
-        key = (t, perm)
-        found = self.types.get(key)
-        if found is None:
-            found = TensorType(tuple(t.shape[i] for i in perm), t.dtype, permute_quant(t.quant, perm))
-            self.types[key] = found
-        return found
 
     # -- the sweep -----------------------------------------------------------------------
     def run(self) -> Graph:
