@@ -24,6 +24,7 @@ from rich.table import Table
 
 import accel
 from accel.errors import AccelError, InputError
+from accel.ir import freeze_after_pauses
 
 app = typer.Typer(
     name="accel",
@@ -680,6 +681,8 @@ def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one-line errors, exit code 2 for user errors (with or without --debug)."""
     args, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     _state["debug"] = debug
+    if argv is None:  # the command itself, a process that compiles once and exits (not a caller's main([...]))
+        freeze_after_pauses()
     if not args:
         args = ["--help"]
     try:
