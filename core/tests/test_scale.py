@@ -118,7 +118,6 @@ def test_partitioning_leaves_its_input_as_it_was(materialize: bool) -> None:
     graph.lint()
 
 
-
 def test_freezing_after_pauses_leaves_built_objects_out_of_collections() -> None:
     """``freeze_after_pauses`` (what the ``accel`` command turns on): a pause's objects end frozen."""
     import gc

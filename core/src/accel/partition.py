@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from accel.backend import Backend, RegionInfo, count_work
+from accel.backend import Backend, PatternEntry, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
 from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused, freeze_attrs
 from accel.ops.registry import Layout, get_op
@@ -110,6 +110,7 @@ class _Partitioner:
         # The host copy: host nodes are its nodes; NCHW regions take theirs.
         self.host = graph.copy()
         self.views: dict[str, tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]] = {}
+        self.tables = [_pattern_table(b) for b in backends]
         for b in backends:
             if b.layout not in self.views:
                 if b.layout == layout:
@@ -146,12 +147,7 @@ class _Partitioner:
         self.labels: dict[int, tuple[tuple[object, ...], ...]] = {}  # unit id -> its pattern labels
         for b, backend in enumerate(self.backends):
             view, vnodes, _ = self.views[backend.layout]
-            try:
-                table = list(backend.pattern_table())
-            except AccelError:
-                raise
-            except Exception as exc:
-                raise PartitionError(f"backend {backend.name}: building its pattern table failed: {exc}") from exc
+            table = self.tables[b]
             if table:
                 self._claim_composites(b, backend, table, view, vnodes)
             for i in range(n):
@@ -173,12 +169,7 @@ class _Partitioner:
         except (TypeError, ValueError) as exc:
             raise PartitionError(f"backend {backend.name}: invalid pattern table: {exc}") from exc
         taken = _Taken(self, b)
-        try:
-            own_checks = frozenset(backend.op_checks())
-        except AccelError:
-            raise
-        except Exception as exc:
-            raise PartitionError(f"backend {backend.name}: building its op checks failed: {exc}") from exc
+        own_checks = _op_checks(backend)
         for i in range(len(self.nodes) - 1, -1, -1):
             if self.owner[i] >= 0 or (i, b) in self.banned:
                 continue
@@ -671,6 +662,24 @@ class _Partitioner:
             graph_outputs=[v.name for v in self.graph.outputs],
             types=types,
         )
+
+
+def _pattern_table(backend: Backend) -> list[PatternEntry]:
+    try:
+        return list(backend.pattern_table())
+    except AccelError:
+        raise
+    except Exception as exc:
+        raise PartitionError(f"backend {backend.name}: building its pattern table failed: {exc}") from exc
+
+
+def _op_checks(backend: Backend) -> frozenset[str]:
+    try:
+        return frozenset(backend.op_checks())
+    except AccelError:
+        raise
+    except Exception as exc:
+        raise PartitionError(f"backend {backend.name}: building its op checks failed: {exc}") from exc
 
 
 class _Taken:

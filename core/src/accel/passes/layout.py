@@ -18,6 +18,8 @@ transpose per graph input and per 4-D graph output.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -78,16 +80,15 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     # No copy: the view is built of new nodes only (each op converted, or copied by
     # ``default``) over the graph's own inputs and constants, which nothing changes.
     g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
-    names = {id(v): v.name for v in g.values()}
+    # every value of the graph stands for itself (the view reads its inputs and constants), ...
+    origin: dict[int, tuple[str, Perm]] = {id(v): (v.name, _identity(v.type.rank)) for v in g.values()}
     conv = _LayoutConverter(g, layout, lazy_constants=True)
-    view = conv.run()
-    origin: dict[int, tuple[str, Perm]] = {}
-    for v in view.values():
-        if id(v) in names:
-            origin[id(v)] = (names[id(v)], tuple(range(v.type.rank)))
+    view = conv.run()  # (the converter rewrites g into the view)
+    # ... and each the conversion made for one of them, permuted
     for new_id, (old, p) in conv.origin.items():
-        if id(old) in names:
-            origin[new_id] = (names[id(old)], p)
+        named = origin.get(id(old))
+        if named is not None:
+            origin[new_id] = (named[0], p)
     return view, origin
 
 
@@ -131,7 +132,7 @@ class _LayoutConverter:
         axes = tuple(cur.index(i) for i in p)
         if nv.const is not None and self.lazy_constants:
             view = np.transpose(nv.const, axes)
-            out = Value(self.g.fresh_name(nv.name), TensorType.of(view, permute_quant(nv.type.quant, axes)), None, view)
+            out = Value(self.g.fresh_name(nv.name), permuted_type(nv.type, axes), None, view)
         elif nv.const is not None:
             out = transposed_const(self.g, nv, axes)
         else:
@@ -144,11 +145,12 @@ class _LayoutConverter:
         return self.as_perm(v, tuple(range(v.type.rank)))
 
     def set_rep(self, old: Value, new: Value, p: Perm) -> None:
-        want = tuple(old.type.shape[i] for i in p)
-        if new.type.shape != want:
-            raise GraphError(
-                f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
-            )
+        if new.type is not old.type or not is_identity(p):  # not trivially the shape it must have
+            want = tuple(old.type.shape[i] for i in p)
+            if new.type.shape != want:
+                raise GraphError(
+                    f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
+                )
         self.rep[id(old)] = (new, p)
         self.origin[id(new)] = (old, p)
 
@@ -247,14 +249,14 @@ class _LayoutConverter:
         data = self.as_perm(node.inputs[0], p)
         weight = self.as_perm(node.inputs[1], layout_perm(kernel_src, kernel_dst))
         new = self.make(
-            node, [data, weight], {**node.attrs, "data_layout": self.layout, "kernel_layout": kernel_dst}, perm=p
+            node, [data, weight], _replaced(node.attrs, data_layout=self.layout, kernel_layout=kernel_dst), perm=p
         )
         self.set_rep(node.output, new.output, p)
         return True
 
     def spatial(self, node: Node) -> bool:
         p = layout_perm(node.attrs["layout"], self.layout)
-        new = self.make(node, [self.as_perm(node.inputs[0], p)], {**node.attrs, "layout": self.layout}, perm=p)
+        new = self.make(node, [self.as_perm(node.inputs[0], p)], _replaced(node.attrs, layout=self.layout), perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
@@ -275,7 +277,7 @@ class _LayoutConverter:
             return False
         attrs = node.attrs
         if attrs.get("axis") is not None:  # per-axis (de)quantization
-            attrs = {**attrs, "axis": p.index(attrs["axis"] % rank)}
+            attrs = _replaced(attrs, axis=p.index(attrs["axis"] % rank))
         inputs = []
         for v in node.inputs:
             if v.const is None:
@@ -306,7 +308,7 @@ class _LayoutConverter:
         if p is None:
             return False
         inputs = [self.as_perm(v, p) if v.type.rank == rank else self.plain(v) for v in node.inputs]
-        new = self.make(node, inputs, {**node.attrs, "axis": p.index(node.attrs["axis"] % rank)}, perm=p)
+        new = self.make(node, inputs, _replaced(node.attrs, axis=p.index(node.attrs["axis"] % rank)), perm=p)
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, p)
         return True
@@ -331,3 +333,13 @@ class _LayoutConverter:
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, out_p)
         return True
+
+
+def _replaced(attrs: Mapping[str, Any], **changes: str | int) -> Mapping[str, Any]:
+    """A node's (frozen) attributes with some replaced by a string or an integer: frozen as they are."""
+    return MappingProxyType({**attrs, **changes})
+
+
+@cache
+def _identity(rank: int) -> Perm:
+    return tuple(range(rank))
