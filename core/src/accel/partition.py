@@ -122,9 +122,14 @@ class _Partitioner:
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
-        # producers by node index, for the unit graph
-        producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
+        # producers and readers by node index, for the unit graph and region boundaries
+        producer = self.producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
         self.deps = [sorted({producer[id(v)] for v in node.inputs if id(v) in producer}) for node in self.nodes]
+        users: dict[int, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for v in node.inputs:
+                users.setdefault(id(v), []).append(i)
+        self.users = users
 
     # -- steps 2-4 ------------------------------------------------------------------------
     def run(self) -> None:
@@ -322,8 +327,8 @@ class _Partitioner:
     def profitability(self, *, final: bool = False) -> bool:
         """Send unprofitable regions back; True if any was."""
         rejected = False
-        producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
-        users = self.users = self._users()
+        producer, users, nodes = self.producer, self.users, self.nodes
+        graph_outputs = {id(v) for v in self.graph.outputs}
         self.region_stats: dict[int, tuple[int, int, int]] = {}
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
@@ -339,12 +344,13 @@ class _Partitioner:
             boundary = 0
             seen: set[int] = set()
             for i in idxs:
-                for v in self.nodes[i].inputs:
+                node = nodes[i]
+                for v in node.inputs:
                     if v.const is None and id(v) not in seen and producer.get(id(v), -1) not in inside:
                         seen.add(id(v))
                         boundary += v.type.nbytes
-                for v in self.nodes[i].outputs:
-                    if self.graph.is_output(v) or any(j not in inside for j in users.get(id(v), ())):
+                for v in node.outputs:
+                    if id(v) in graph_outputs or any(j not in inside for j in users.get(id(v), ())):
                         boundary += v.type.nbytes
             self.region_stats[g] = (work, macs, boundary)
             backend = self.backends[b]
@@ -365,13 +371,6 @@ class _Partitioner:
         if final and rejected:
             self.form_regions()
         return rejected
-
-    def _users(self) -> dict[int, list[int]]:
-        users: dict[int, list[int]] = {}
-        for i, node in enumerate(self.nodes):
-            for v in node.inputs:
-                users.setdefault(id(v), []).append(i)
-        return users
 
     # -- steps 5-6 ------------------------------------------------------------------------
     def build(self) -> PartitionResult:

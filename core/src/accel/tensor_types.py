@@ -43,6 +43,9 @@ CALL_OP = "call"
 _DTYPE_SET = frozenset(DTYPES)
 
 
+_ITEMSIZE = {name: np.dtype(name).itemsize for name in DTYPES}
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalize a numpy dtype, dtype name or type to one of :data:`DTYPES`."""
     if type(dtype) is str and dtype in _DTYPE_SET:
@@ -157,7 +160,7 @@ class TensorType:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.np_dtype.itemsize
+        return self._size * _ITEMSIZE[self.dtype]
 
     def with_shape(self, shape: Sequence[int]) -> TensorType:
         return TensorType(tuple(shape), self.dtype, self.quant)
