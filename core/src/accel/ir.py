@@ -238,16 +238,24 @@ class Graph:
     # -- building -----------------------------------------------------------------
     def fresh_name(self, hint: str) -> str:
         """A value/node name not yet used in this graph, derived from ``hint``."""
+        used = self._used_names()
+        hint = hint or "v"
+        name = hint
+        while name in used:
+            name = f"{hint}_{next(self._counter)}"
+        used.add(name)
+        return name
+
+    def _used_names(self) -> set[str]:
         if self._names is None:
             names: set[str] = {v.name for v in self.values()}
             names.update(n.name for n in self._nodes)
             self._names = names
-        hint = hint or "v"
-        name = hint
-        while name in self._names:
-            name = f"{hint}_{next(self._counter)}"
-        self._names.add(name)
-        return name
+        return self._names
+
+    def reserve_names(self, names: Iterable[str]) -> None:
+        """Names :meth:`fresh_name` must not give, besides those this graph uses."""
+        self._used_names().update(names)
 
     def new_node(
         self,

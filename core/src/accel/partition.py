@@ -107,8 +107,9 @@ class _Partitioner:
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
         if len(self.index) != n:
             graph.lint(check_types=False)  # names a duplicate
-        # The host copy: host nodes are its nodes; NCHW regions take theirs.
-        self.host = graph.copy()
+        # The host copy, made when a backend of the model's layout needs it as its view
+        # (its regions take their nodes from it); otherwise host nodes are copied one by one.
+        self._host: Graph | None = None
         self.views: dict[str, tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]] = {}
         self.tables = [_pattern_table(b) for b in backends]
         for b in backends:
@@ -130,6 +131,13 @@ class _Partitioner:
             for v in node.inputs:
                 users.setdefault(id(v), []).append(i)
         self.users = users
+
+    @property
+    def host(self) -> Graph:
+        """A copy of the input graph, for views in the model's layout (made on first use)."""
+        if self._host is None:
+            self._host = self.graph.copy()
+        return self._host
 
     # -- steps 2-4 ------------------------------------------------------------------------
     def run(self) -> None:
@@ -374,8 +382,6 @@ class _Partitioner:
 
     # -- steps 5-6 ------------------------------------------------------------------------
     def build(self) -> PartitionResult:
-        host = self.host
-        host_nodes = host.nodes  # same order and names as self.nodes
         by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
         raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
         transposes: dict[tuple[int, Perm], Value] = {}
@@ -386,8 +392,48 @@ class _Partitioner:
         counters: dict[str, int] = {}
         region_transposes: dict[str, list[Node]] = {}
 
-        original = {v.name: v for v in host.values()}
         graph_outputs = {id(v) for v in self.graph.outputs}
+        if self._host is not None:  # the host copy exists: host nodes are its nodes
+            host = self._host
+            host_nodes = host.nodes  # same order and names as self.nodes
+            original = {v.name: v for v in host.values()}
+
+            def original_value(name: str) -> Value:
+                return original[name]
+
+            def host_node(i: int) -> Node:
+                node = host_nodes[i]
+                node.inputs = [host_value(v) for v in node.inputs]
+                return node
+
+        else:  # only what runs on the host is copied
+            source = {v.name: v for v in self.graph.values()}
+            copies: dict[str, Value] = {}
+
+            def original_value(name: str) -> Value:
+                found = copies.get(name)
+                if found is None:  # a graph input or a constant
+                    v = source[name]
+                    found = copies[name] = Value(v.name, v.type, None, v.const)
+                return found
+
+            def host_node(i: int) -> Node:
+                node = self.nodes[i]
+                new = Node(
+                    node.op,
+                    [host_value(v) for v in node.inputs],
+                    node.attrs,
+                    [v.type for v in node.outputs],
+                    name=node.name,
+                    output_names=[v.name for v in node.outputs],
+                    body=node.body.copy() if node.body is not None else None,
+                )
+                for v in new.outputs:
+                    copies[v.name] = v
+                return new
+
+            host = Graph([original_value(v.name) for v in self.graph.inputs], [], [], name=self.graph.name)
+            host.reserve_names([*source, *self.index])  # fresh names are fresh in the input graph too
 
         # region outputs held in a backend layout, transposed back only when the host (or a
         # region of another layout) reads them: regions of one layout pass them on directly
@@ -404,7 +450,7 @@ class _Partitioner:
 
         def host_value(v: Value) -> Value:
             found = plain_value(v.name)
-            return v if found is None else found
+            return original_value(v.name) if found is None else found
 
         def transpose(v: Value, axes: Perm, region: str) -> Value:
             key = (id(v), axes)
@@ -434,9 +480,7 @@ class _Partitioner:
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
                 for i in idxs:
-                    node = host_nodes[i]
-                    node.inputs = [host_value(v) for v in node.inputs]
-                    new_nodes.append(node)
+                    new_nodes.append(host_node(i))
                 continue
             backend = self.backends[b]
             k = counters.get(backend.name, 0)
@@ -460,7 +504,7 @@ class _Partitioner:
                     name, perm = origin[id(v)]
                     src = raw.get((name, perm))
                     if src is None:
-                        plain = plain_value(name) or original[name]
+                        plain = plain_value(name) or original_value(name)
                         src = plain if _is_identity(perm) else transpose(plain, perm, pname)
                     param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
                     param_names.add(param.name)
@@ -520,7 +564,7 @@ class _Partitioner:
                 )
             )
 
-        host.outputs = [host_value(v) for v in host.outputs]
+        host.outputs = [host_value(v) for v in self.graph.outputs]
         host.nodes = new_nodes
         remove_dead_nodes(host, nested=False)  # region bodies are built without dead nodes
         alive = {id(n) for n in host.nodes}
@@ -548,7 +592,6 @@ class _Partitioner:
         """
         if backend.layout == self.layout:
             return self.layout
-        host_nodes = self._host_view()[1]
         inside = set(idxs)
         for i in idxs:
             node = self.nodes[i]
@@ -557,6 +600,7 @@ class _Partitioner:
             for j in self.deps[i]:
                 if j not in inside and group_layout.get(group_of[j], self.layout) != self.layout:
                     return backend.layout
+        host_nodes = self._host_view()[1]
         for i in idxs:
             host_node = host_nodes[self.nodes[i].name]
             if self._call_check(backend, partial(backend.check_op, host_node), host_node) is not None:
