@@ -229,7 +229,7 @@ def count_work(node: Node) -> tuple[int, int]:
     element, and never fewer than the MACs. A call counts its body.
     """
     from accel.ir import CALL_OP
-    from accel.ops.registry import OpContext, get_op, signature
+    from accel.ops.registry import OpContext, get_op
 
     if node.op == CALL_OP:
         work = macs = 0
@@ -243,21 +243,7 @@ def count_work(node: Node) -> tuple[int, int]:
         return 0, 0
     if opdef.macs is None and opdef.work is None:
         return sum(v.type.size for v in node.outputs), 0
-    # the hints are functions of the types and attributes: a network's repeated layers count once
-    key = signature(node.op, [v.type for v in node.inputs], node.attrs)
-    found = None if key is None else _WORK.get(key)
-    if found is not None:
-        return found
     ctx = OpContext.of(node)
     work = int(opdef.work(ctx)) if opdef.work is not None else sum(v.type.size for v in node.outputs)
     macs = int(opdef.macs(ctx)) if opdef.macs is not None else 0
-    found = (max(work, macs), macs)
-    if key is not None:
-        if len(_WORK) >= 1 << 14:
-            _WORK.clear()
-        _WORK[key] = found
-    return found
-
-
-#: signature (:func:`accel.ops.registry.signature`) -> (operations, MACs) of a node with hints
-_WORK: dict[tuple[Any, ...], tuple[int, int]] = {}
+    return max(work, macs), macs
