@@ -45,7 +45,7 @@ from accel.backend import Backend, PatternEntry, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
 from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused, freeze_attrs
 from accel.ops.registry import Layout, get_op
-from accel.passes._rewrite import permuted_type
+from accel.passes._rewrite import identity_perm, permuted_type
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
 from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
@@ -116,7 +116,7 @@ class _Partitioner:
             if b.layout not in self.views:
                 if b.layout == layout:
                     view = self.host
-                    origin = {id(v): (v.name, tuple(range(v.type.rank))) for v in view.values()}
+                    origin = {id(v): (v.name, identity_perm(v.type.rank)) for v in view.values()}
                 else:
                     view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
@@ -125,7 +125,8 @@ class _Partitioner:
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
         # producers and readers by node index, for the unit graph and region boundaries
         producer = self.producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
-        self.deps = [sorted({producer[id(v)] for v in node.inputs if id(v) in producer}) for node in self.nodes]
+        # (a node reading a value twice lists its producer twice: harmless where deps are read)
+        self.deps = [[producer[id(v)] for v in node.inputs if id(v) in producer] for node in self.nodes]
         users: dict[int, list[int]] = {}
         for i, node in enumerate(self.nodes):
             for v in node.inputs:
@@ -575,7 +576,7 @@ class _Partitioner:
     def _host_view(self) -> tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]:
         """The host copy as a view in the model's layout (the view of a backend of that layout)."""
         if self.layout not in self.views:
-            origin = {id(v): (v.name, tuple(range(v.type.rank))) for v in self.host.values()}
+            origin = {id(v): (v.name, identity_perm(v.type.rank)) for v in self.host.values()}
             self.views[self.layout] = (self.host, {nd.name: nd for nd in self.host.nodes}, origin)
         return self.views[self.layout]
 
@@ -763,4 +764,4 @@ def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int
 
 
 def _is_identity(perm: Perm) -> bool:
-    return perm == tuple(range(len(perm)))
+    return perm == identity_perm(len(perm))

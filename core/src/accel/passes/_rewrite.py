@@ -12,6 +12,7 @@ outputs' names (callers look results up by name), and drops dead nodes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,13 @@ from accel.ops.registry import OpContext, get_op, infer_node_types
 
 
 def is_identity(perm: Sequence[int]) -> bool:
-    return all(i == p for i, p in enumerate(perm))
+    return tuple(perm) == identity_perm(len(perm))
+
+
+@cache
+def identity_perm(rank: int) -> tuple[int, ...]:
+    """``(0, 1, ..., rank - 1)``, one object per rank."""
+    return tuple(range(rank))
 
 
 def permute_quant(q: QuantParams | None, perm: Sequence[int]) -> QuantParams | None:

@@ -27,7 +27,7 @@ import numpy as np
 from accel.errors import GraphError
 from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, freeze_attrs
 from accel.ops.registry import Layout, LayoutRule, get_op, infer_node_types
-from accel.passes._rewrite import Rewriter, is_identity, permute_quant, permuted_type, transposed_const
+from accel.passes._rewrite import Rewriter, identity_perm, is_identity, permute_quant, permuted_type, transposed_const
 
 LAYOUTS = ("NCHW", "NHWC")
 #: the kernel layout of a convolution held in NHWC (for NCHW: the op's default kernel layout)
@@ -36,6 +36,7 @@ _NHWC_KERNEL = "OHWI"
 Perm = tuple[int, ...]
 
 
+@cache
 def layout_perm(src: str, dst: str) -> Perm:
     """The ``axes`` of the transpose taking a tensor laid out as ``src`` to ``dst``."""
     return tuple(src.index(c) for c in dst)
@@ -81,7 +82,7 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     # ``default``) over the graph's own inputs and constants, which nothing changes.
     g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
     # every value of the graph stands for itself (the view reads its inputs and constants), ...
-    origin: dict[int, tuple[str, Perm]] = {id(v): (v.name, _identity(v.type.rank)) for v in g.values()}
+    origin: dict[int, tuple[str, Perm]] = {id(v): (v.name, identity_perm(v.type.rank)) for v in g.values()}
     conv = _LayoutConverter(g, layout, lazy_constants=True)
     view = conv.run()  # (the converter rewrites g into the view)
     # ... and each the conversion made for one of them, permuted
@@ -117,7 +118,7 @@ class _LayoutConverter:
     def get(self, v: Value) -> tuple[Value, Perm]:
         found = self.rep.get(id(v))
         if found is None:
-            return v, tuple(range(v.type.rank))
+            return v, identity_perm(v.type.rank)
         return found
 
     def as_perm(self, v: Value, p: Perm) -> Value:
@@ -142,7 +143,7 @@ class _LayoutConverter:
         return out
 
     def plain(self, v: Value) -> Value:
-        return self.as_perm(v, tuple(range(v.type.rank)))
+        return self.as_perm(v, identity_perm(v.type.rank))
 
     def set_rep(self, old: Value, new: Value, p: Perm) -> None:
         if new.type is not old.type or not is_identity(p):  # not trivially the shape it must have
@@ -224,7 +225,7 @@ class _LayoutConverter:
         else:
             new = self.make(node, inputs)
         for o, n in zip(node.outputs, new.outputs, strict=True):
-            self.set_rep(o, n, tuple(range(o.type.rank)))
+            self.set_rep(o, n, identity_perm(o.type.rank))
 
     # -- handlers (return False to fall back to ``default``) -----------------------------
     def transpose(self, node: Node) -> bool:
@@ -338,8 +339,3 @@ class _LayoutConverter:
 def _replaced(attrs: Mapping[str, Any], **changes: str | int) -> Mapping[str, Any]:
     """A node's (frozen) attributes with some replaced by a string or an integer: frozen as they are."""
     return MappingProxyType({**attrs, **changes})
-
-
-@cache
-def _identity(rank: int) -> Perm:
-    return tuple(range(rank))
