@@ -121,6 +121,7 @@ class _Partitioner:
                     view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
+        self.composite_attrs: dict[tuple[str, object], Mapping[str, object]] = {}
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
         # producers and readers by node index, for the unit graph and region boundaries
@@ -653,10 +654,14 @@ class _Partitioner:
                     n.inputs = [pmap.get(id(v), v) for v in n.inputs]
             outs = [v for n in members for v in n.outputs if id(v) in leaves]
             root = members[-1]
+            key = (self.composite[u], self.labels.get(u, ()))
+            attrs = self.composite_attrs.get(key)
+            if attrs is None:  # one frozen mapping per pattern and label layout, not per composite
+                attrs = self.composite_attrs[key] = freeze_attrs({"composite": key[0], LABELS_ATTR: key[1]})
             call = Node(
                 CALL_OP,
                 args,
-                {"composite": self.composite[u], LABELS_ATTR: self.labels.get(u, ())},
+                attrs,
                 [v.type for v in outs],
                 name=root.name,
                 output_names=[v.name for v in outs],
