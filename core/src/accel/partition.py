@@ -675,24 +675,28 @@ class _Partitioner:
 
     def _report(self, node_part: dict[int, str], partitions: list[PartitionReport]) -> Report:
         nodes = []
+        names = [bk.name for bk in self.backends]
+        composite, owner, unit, all_reasons = self.composite, self.owner, self.unit, self.reasons
         for i, node in enumerate(self.nodes):
-            b = self.owner[i]
-            declined = self.backends if b < 0 else self.backends[:b]
+            b = owner[i]
+            given = all_reasons[i]
             reasons = {
-                bk.name: self.reasons[i].get(bk.name, f"{node.op} is not supported by {bk.name}") for bk in declined
+                name: given[name] if name in given else f"{node.op} is not supported by {name}"  # noqa: SIM401 (no text made for a given reason)
+                for name in (names if b < 0 else names[:b])
             }
-            u = self.unit[i]
+            u = unit[i]
+            in_composite = b >= 0 and u in composite
             nodes.append(
                 NodeReport(
-                    name=node.name,
-                    op=node.op,
-                    backend=HOST if b < 0 else self.backends[b].name,
-                    partition=node_part.get(i),
-                    composite=self.composite.get(u) if b >= 0 else None,
-                    reasons=reasons,
-                    inputs=[v.name for v in node.inputs if v.const is None],
-                    outputs=[v.name for v in node.outputs],
-                    composite_root=self.nodes[u].name if b >= 0 and u in self.composite else None,
+                    node.name,
+                    node.op,
+                    HOST if b < 0 else names[b],
+                    node_part.get(i),
+                    composite[u] if in_composite else None,
+                    reasons,
+                    [v.name for v in node.inputs if v.const is None],
+                    [v.name for v in node.outputs],
+                    self.nodes[u].name if in_composite else None,
                 )
             )
         values = [*self.graph.inputs, *(v for node in self.nodes for v in node.outputs)]
