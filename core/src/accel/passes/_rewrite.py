@@ -212,9 +212,13 @@ class Rewriter:
         ``sort=False`` when the pass emitted every node after its inputs (saves a toposort).
         """
         g = self.graph
-        for node in self.nodes:
-            if any(id(v) in self._subst for v in node.inputs):
-                node.inputs = [self.value(v) for v in node.inputs]
+        subst = self._subst
+        if subst:
+            for node in self.nodes:
+                for v in node.inputs:
+                    if id(v) in subst:
+                        node.inputs = [self.value(x) for x in node.inputs]
+                        break
         g.nodes = self.nodes
         g.outputs = [self.value(v) for v in self._outputs]
         if sort:

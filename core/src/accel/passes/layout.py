@@ -81,15 +81,16 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     # No copy: the view is built of new nodes only (each op converted, or copied by
     # ``default``) over the graph's own inputs and constants, which nothing changes.
     g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
-    # every value of the graph stands for itself (the view reads its inputs and constants), ...
-    origin: dict[int, tuple[str, Perm]] = {id(v): (v.name, identity_perm(v.type.rank)) for v in g.values()}
+    # the graph's inputs and constants stand for themselves (the view reads them as they are), ...
+    origin: dict[int, tuple[str, Perm]] = {
+        id(v): (v.name, identity_perm(v.type.rank)) for v in (*g.inputs, *g.constants())
+    }
     conv = _LayoutConverter(g, layout, lazy_constants=True)
     view = conv.run()  # (the converter rewrites g into the view)
-    # ... and each the conversion made for one of them, permuted
+    # ... and each value the conversion made stands for a value of the graph (whose name the
+    # view leaves alone: it renames only values of its own), permuted
     for new_id, (old, p) in conv.origin.items():
-        named = origin.get(id(old))
-        if named is not None:
-            origin[new_id] = (named[0], p)
+        origin[new_id] = (old.name, p)
     return view, origin
 
 
