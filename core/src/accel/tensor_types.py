@@ -44,6 +44,13 @@ _DTYPE_SET = frozenset(DTYPES)
 
 
 _ITEMSIZE = {name: np.dtype(name).itemsize for name in DTYPES}
+#: a numpy dtype's name by the dtype (``dtype.name`` is computed in Python each time it is read)
+_NAMES = {np.dtype(name): name for name in DTYPES}
+
+
+def np_dtype_name(dt: np.dtype) -> str:
+    """``dt.name``, looked up for the dtypes of :data:`DTYPES` (numpy computes it in Python each time)."""
+    return _NAMES.get(dt) or dt.name
 
 
 def dtype_name(dtype: Any) -> str:
@@ -177,7 +184,7 @@ class TensorType:
 
     @classmethod
     def of(cls, array: np.ndarray, quant: QuantParams | None = None) -> TensorType:
-        return cls(tuple(array.shape), array.dtype.name, quant)
+        return cls(tuple(array.shape), np_dtype_name(array.dtype), quant)
 
 
 _ATOMIC = frozenset({int, float, str, bool, type(None)})

@@ -51,6 +51,7 @@ from accel.ir import (
 )
 from accel.limits import MAX_FOLD_BYTES, check_depth, fmt_bytes
 from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
+from accel.tensor_types import np_dtype_name
 
 __all__ = [
     "FOLD_ONLY_OPS",
@@ -588,7 +589,7 @@ class _Importer:
         except Exception as exc:
             raise ModelError(f"{what}: its data does not match its type and shape ({exc})") from None
         arr = np.asarray(arr)
-        if arr.dtype.name != dtype or tuple(arr.shape) != tuple(dims):
+        if np_dtype_name(arr.dtype) != dtype or tuple(arr.shape) != tuple(dims):
             raise ModelError(f"{what}: decoded {arr.dtype.name}{list(arr.shape)}, declared {dtype}{dims}")
         return arr
 
