@@ -503,3 +503,32 @@ def test_run_needing_more_memory_than_the_machine_has_is_refused_before_running(
     monkeypatch.setattr(accel.cli, "physical_memory", lambda: peak - 1)
     line = error_line(cli(capsys, "run", path))
     assert "holds 4 KiB at once" in line and ran == []
+
+
+def test_repeat_over_its_maximum_is_a_usage_error(capsys: pytest.CaptureFixture[str], work: dict[str, Path]) -> None:
+    error_line(cli(capsys, "run", work["model"], "--repeat", str(10**30)), "--repeat", "less than or equal to 1000000")
+
+
+@pytest.mark.parametrize("inputs", [None, [np.zeros((1, 3, 4, 4), np.float32)], "x"])
+def test_inputs_that_are_not_a_mapping(work: dict[str, Path], inputs) -> None:  # type: ignore[no-untyped-def]
+    graph = accel.import_onnx(work["model"])
+    for model in (graph, work["model"]):
+        with pytest.raises(InputError) as exc:
+            accel.execute(model, inputs)
+        assert "inputs must be a mapping {name: array}" in one_line(exc)
+    with pytest.raises(InputError, match="mapping"):
+        accel.load(work["artifact"]).run(inputs)
+
+
+@pytest.mark.parametrize("field,offset", [("file size", 24), ("stored size", 20)])
+def test_artifact_member_size_edited_in_the_zip_directory(work: dict[str, Path], field: str, offset: int) -> None:
+    import struct
+
+    from accel.artifact import artifact_from_bytes
+
+    data = bytearray(work["artifact"].read_bytes())
+    struct.pack_into("<I", data, data.rfind(b"PK\x01\x02") + offset, 0xFFFFFFF0)  # the last member's entry
+    with pytest.raises(ArtifactError) as exc:
+        artifact_from_bytes(bytes(data), where="a.accel")
+    line = one_line(exc)
+    assert "declares" in line and "4294967280" in line and "compressed" not in line

@@ -280,10 +280,15 @@ def _read_members(data: bytes, where: str) -> dict[str, bytes]:
             name = info.filename
             if info.file_size > MAX_MEMBER_BYTES:
                 raise ArtifactError(f"{where}: member {name!r} is too large ({info.file_size} bytes)")
-            if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+            if info.compress_type != zipfile.ZIP_STORED:
                 raise ArtifactError(
                     f"{where}: member {name!r} is compressed; accel writes artifact members stored, "
                     "so this file was made or changed by something else"
+                )
+            if info.compress_size != info.file_size:
+                raise ArtifactError(
+                    f"{where}: member {name!r} is stored in {info.compress_size} bytes but declares "
+                    f"{info.file_size} (a damaged or edited zip directory)"
                 )
             if info.header_offset + info.file_size > len(data):
                 raise ArtifactError(

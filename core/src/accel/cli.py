@@ -241,6 +241,9 @@ def _note_fixed_dims(model: Path, graph: accel.Graph, shapes: dict[str, tuple[in
         err.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
+#: Most runs ``accel run --repeat`` times.
+MAX_REPEAT = 1_000_000
+
 #: Largest total size of the random inputs ``accel run`` makes up (1 GiB).
 RANDOM_INPUT_BYTES = 1 << 30
 
@@ -414,7 +417,7 @@ def run(
         Optional[Path], typer.Option("--output", "-o", help="Write the outputs to this .npz file.")
     ] = None,
     repeat: Annotated[
-        int, typer.Option("--repeat", "-n", min=1, help="Run this many times and report the timing.")
+        int, typer.Option("--repeat", "-n", min=1, max=MAX_REPEAT, help="Run this many times and report the timing.")
     ] = 1,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs (0 or more).")] = 0,
     input_shape: InputShapeOption = None,

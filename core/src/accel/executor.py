@@ -208,6 +208,8 @@ class Program:
         Arrays in the other byte order are converted, misaligned ones copied:
         past this point every array is native and aligned.
         """
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"inputs must be a mapping {{name: array}}, got a {type(inputs).__name__}")
         unknown = sorted(set(inputs) - set(self.input_names))
         if unknown:
             raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {self._signature()}")

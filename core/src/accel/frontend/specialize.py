@@ -133,6 +133,8 @@ class SpecializedModel:
         return {k: v for k, v in inputs.items() if k not in self.bound_inputs}
 
     def _executor(self, inputs: Mapping[str, Any], factory: Any) -> Any:
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"inputs must be a mapping {{name: array}}, got a {type(inputs).__name__}")
         unknown = sorted(set(inputs) - set(self.input_names))
         if unknown:
             raise InputError(
