@@ -532,3 +532,27 @@ def test_artifact_member_size_edited_in_the_zip_directory(work: dict[str, Path],
         artifact_from_bytes(bytes(data), where="a.accel")
     line = one_line(exc)
     assert "declares" in line and "4294967280" in line and "compressed" not in line
+
+
+def test_paths_with_a_nul_byte_in_the_python_api(work: dict[str, Path]) -> None:
+    bad = str(work["dir"] / "a\0b")
+    for call, error in (
+        (lambda: accel.import_onnx(bad), ModelError),
+        (lambda: accel.load(bad), ArtifactError),
+        (lambda: accel.compile(work["model"]).save(bad), ArtifactError),
+        (lambda: CompositeTarget.from_file(bad), TargetError),
+    ):
+        with pytest.raises(error) as exc:
+            call()
+        assert "is not a valid path" in one_line(exc)
+
+
+def test_ctrl_c_exits_130_with_one_line(
+    capsys: pytest.CaptureFixture[str], work: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(accel.cli, "random_inputs", interrupted)
+    code, _, err = cli(capsys, "run", work["model"])
+    assert code == 130 and err.strip() == "interrupted" and "Traceback" not in err

@@ -814,7 +814,7 @@ def main(argv: list[str] | None = None) -> Any:
     if not args:
         args = ["--help"]
     try:
-        return app(args=args, prog_name="accel", standalone_mode=False)
+        code = app(args=args, prog_name="accel", standalone_mode=False)
     except AccelError as exc:
         if debug:
             traceback.print_exc()
@@ -844,6 +844,12 @@ def main(argv: list[str] | None = None) -> Any:
                 soft_wrap=True,
             )
         sys.exit(1)
+    # without standalone mode, typer returns the code of an exit instead of exiting (130: Ctrl-C)
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        if code == 130:
+            err.print("interrupted", markup=False)
+        sys.exit(code)
+    return None
 
 
 if __name__ == "__main__":

@@ -81,6 +81,8 @@ def open_regular(path: PathLike, label: str, error: type[AccelError]) -> Iterato
         st = os.stat(path)
     except OSError as exc:
         raise _stat_error(exc, label, error, "read") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise error(f"{label} is not a valid path ({exc})") from None
     special = describe_special(st.st_mode)
     if special is not None:
         raise error(f"{label} is {special}, not a file")
@@ -132,6 +134,8 @@ def check_output(path: PathLike, label: str, error: type[AccelError]) -> None:
         raise error(f"{label}: a folder on its path is a file") from None
     except OSError as exc:
         raise error(f"{label} cannot be written: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise error(f"{label} is not a valid path ({exc})") from None
     if st is not None:
         if stat.S_ISCHR(st.st_mode):
             return  # written in place (/dev/null, a terminal)
