@@ -556,3 +556,22 @@ def test_ctrl_c_exits_130_with_one_line(
     monkeypatch.setattr(accel.cli, "random_inputs", interrupted)
     code, _, err = cli(capsys, "run", work["model"])
     assert code == 130 and err.strip() == "interrupted" and "Traceback" not in err
+
+
+def test_names_and_paths_that_look_like_rich_markup_are_printed_as_they_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "[bold]"
+    folder.mkdir()
+    model = folder / "[red]m.onnx"
+    onnx.save(relu_model(name="[/x]", out="[/]y"), model)
+    code, out, err = cli(capsys, "run", model)
+    assert code == 0, err
+    assert "│ [/]y " in out and f"{model.name}: 1 ops" in out
+    artifact = folder / "[x]a.accel"
+    code, out, err = cli(capsys, "compile", model, "-o", artifact)
+    assert code == 0, err
+    assert f"wrote {artifact} (" in " ".join(out.split())
+    for args in (["run", artifact], ["inspect", artifact]):
+        code, out, err = cli(capsys, *args)
+        assert code == 0 and "MarkupError" not in err, err

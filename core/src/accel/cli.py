@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 from rich.progress import track
 from rich.table import Table
+from rich.text import Text
 
 import accel
 from accel.errors import AccelError, InputError
@@ -50,8 +51,9 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# markup off: names, paths and messages come from models and users ("[/x]" is a valid tensor name)
+out = Console(highlight=False, markup=False)
+err = Console(stderr=True, highlight=False, markup=False)
 _state = {"debug": False}
 
 
@@ -74,7 +76,7 @@ def _root(
 
 
 def _load_model(model: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> accel.Graph:
-    with err.status(f"importing {model.name} ...", spinner="dots"):
+    with err.status(Text(f"importing {model.name} ..."), spinner="dots"):
         return accel.import_onnx(model, input_shapes=input_shapes)
 
 
@@ -371,7 +373,7 @@ def _load_runner(
             raise InputError(
                 "--input-shape applies to a model; an artifact's input shapes were fixed when it was compiled"
             )
-        with err.status(f"loading {path.name} ...", spinner="dots"):
+        with err.status(Text(f"loading {path.name} ..."), spinner="dots"):
             artifact = read_artifact(path)
             executable = artifact.executable()
         if given is None:
@@ -387,7 +389,7 @@ def _load_runner(
     # given inputs: symbolic dimensions take their shapes, operands that fix a shape their values
     from accel.frontend.specialize import SpecializedModel
 
-    with err.status(f"importing {path.name} ...", spinner="dots"):
+    with err.status(Text(f"importing {path.name} ..."), spinner="dots"):
         model = SpecializedModel(path, input_shapes=shapes)
         _check_given_against_onnx(model.proto, given)
         arrays = _read_inputs(given)
@@ -601,10 +603,10 @@ def compile(
     # the default output equals MODEL only for an artifact, which the import refuses with its own message
     _check_outputs([(out_path, "--output"), (report, "--report")], [model if output is not None else None, target])
     t0 = time.perf_counter()
-    with err.status(f"compiling {model.name} for {tgt.describe()} ...", spinner="dots") as status:
+    with err.status(Text(f"compiling {model.name} for {tgt.describe()} ..."), spinner="dots") as status:
 
         def progress(stage: str, done: int, total: int) -> None:
-            status.update(f"compiling {model.name}: {stage} {done}/{total} ...")
+            status.update(Text(f"compiling {model.name}: {stage} {done}/{total} ..."))
 
         artifact = compile_model(model, target=tgt, input_shapes=shapes, progress=progress)
         artifact.save(out_path)
@@ -669,7 +671,7 @@ def inspect(
     elif backends is None and target is None:
         if format == "html":
             raise InputError("--format html draws a partitioning: give --backends (or --target)")
-        with err.status(f"importing {model.name} ...", spinner="dots"):
+        with err.status(Text(f"importing {model.name} ..."), spinner="dots"):
             graph = accel.import_onnx(model, optimize=not raw, input_shapes=shapes)
         _note_fixed_dims(model, graph, shapes)
         if format == "text":
@@ -686,7 +688,7 @@ def inspect(
 
         tgt = _target(backends, target)
         instances = tgt.instantiate()
-        with err.status(f"partitioning {model.name} for {tgt.describe()} ...", spinner="dots"):
+        with err.status(Text(f"partitioning {model.name} for {tgt.describe()} ..."), spinner="dots"):
             graph = accel.import_onnx(model, input_shapes=shapes)
             rep = partition_graph(graph, instances, materialize=False).report
         _note_fixed_dims(model, graph, shapes)
@@ -727,7 +729,7 @@ def ops(
     ir_ops = [op for op in available() if want in op.lower()]
     if not onnx_ops and not ir_ops:
         raise InputError(f"no ONNX or IR op name contains {name!r}; `accel ops` lists them all")
-    console = out if out.is_terminal else Console(highlight=False, width=max(out.width, 120))
+    console = out if out.is_terminal else Console(highlight=False, markup=False, width=max(out.width, 120))
     if onnx_ops:
         marked = [f"{op}*" if op in FOLD_ONLY_OPS else op for op in onnx_ops]
         console.print(f"ONNX ops (default domain, opsets 7-28) the importer converts: {len(onnx_ops)}")
@@ -778,10 +780,10 @@ def backends(
     for s in found:
         layout = s.backend.layout if s.backend is not None else ""
         abi = "" if s.abi_version is None else str(s.abi_version)
-        state = s.state if s.ok else f"[red]{s.state}[/red]"
+        state = Text(s.state, style="" if s.ok else "red")
         table.add_row(s.name, s.distribution, s.version, abi, state, str(s.patterns), str(s.ops), layout)
     # piped output (CI logs) defaults to 80 columns, too narrow for the table
-    console = out if out.is_terminal else Console(highlight=False, width=max(out.width, 110))
+    console = out if out.is_terminal else Console(highlight=False, markup=False, width=max(out.width, 110))
     console.print(table)
     for s in found:
         if not s.ok:
