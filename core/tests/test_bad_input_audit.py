@@ -27,6 +27,7 @@ import accel.cli
 from accel import files
 from accel.artifact import is_artifact, read_artifact
 from accel.errors import AccelError, ArtifactError, InputError, ModelError, SerializationError, TargetError
+from accel.frontend.specialize import SpecializedModel
 from accel.serialize import load_graph, save_graph
 from accel.target import CompositeTarget
 
@@ -575,3 +576,13 @@ def test_names_and_paths_that_look_like_rich_markup_are_printed_as_they_are(
     for args in (["run", artifact], ["inspect", artifact]):
         code, out, err = cli(capsys, *args)
         assert code == 0 and "MarkupError" not in err, err
+
+
+@pytest.mark.parametrize("shape", [(1.5, 3, 4, 4), "1344", (1, 3, 4, "4"), 7])
+def test_input_shapes_must_be_integers(work: dict[str, Path], shape) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ModelError) as exc:
+        accel.import_onnx(work["model"], input_shapes={"x": shape})
+    assert "must be a tuple of integers" in one_line(exc)
+    with pytest.raises(ModelError, match="must be a tuple of integers"):
+        SpecializedModel(work["model"], input_shapes={"x": shape}).run({"x": np.zeros((1, 3, 4, 4), np.float32)})
+    accel.import_onnx(work["model"], input_shapes={"x": (np.int64(1), 3, 4, 4)})  # numpy integers are integers

@@ -28,6 +28,7 @@ import builtins
 import difflib
 import itertools
 import math
+import operator
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -638,8 +639,10 @@ class _Importer:
         override = self.input_shapes.get(name)
         hint = f"pass input_shapes={{{name!r}: (...)}} to import_onnx, or --input-shape {name}=D0,D1,... to accel"
         if override is not None:
-            try:
-                shape = [int(d) for d in override]
+            try:  # operator.index: 1.5 and "123" are not dimensions (int() would take both)
+                if isinstance(override, (str, bytes)):
+                    raise TypeError
+                shape = [operator.index(d) for d in override]
             except (TypeError, ValueError):
                 raise ModelError(f"input_shapes[{name!r}] must be a tuple of integers, got {override!r}") from None
             if any(d < 0 for d in shape):

@@ -55,7 +55,8 @@ class SpecializedModel:
         cache_size: int = 16,
     ):
         self.proto = load_model_proto(model, base_dir=base_dir)
-        self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+        # the importer checks each (integers only) and names a bad one
+        self.input_shapes: dict[str, Any] = dict(input_shapes or {})
         self.optimize = optimize
         self.cache_size = max(1, int(cache_size))
         g = self.proto.graph
