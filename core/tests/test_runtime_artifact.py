@@ -228,7 +228,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr("os.replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(ArtifactError, match=r"cannot write .*disk full"):
         art.save(target)
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["m.accel"]

@@ -274,6 +274,11 @@ def _hard_link(path: Path) -> None:
     os.link(path, path.with_name("second-name.bin"))
 
 
+def _replace_with_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)  # opening it for reading would block until a writer comes
+
+
 @pytest.mark.parametrize(
     "action,text",
     [
@@ -281,8 +286,9 @@ def _hard_link(path: Path) -> None:
         (_replace_with_symlink, "cannot open"),
         (_truncate, "shrank while it was being loaded"),
         (_hard_link, "changed while it was being loaded"),
+        (_replace_with_fifo, "changed while it was being loaded"),
     ],
-    ids=["replaced", "symlinked", "truncated", "hard-linked"],
+    ids=["replaced", "symlinked", "truncated", "hard-linked", "fifo"],
 )
 def test_file_changed_between_check_and_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action, text) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / "model"

@@ -80,6 +80,14 @@ def test_a_non_empty_folder_is_refused_and_left_alone(tmp_path):
     assert_one_line_error(sdk_cli("new", "mynpu", "-o", str(tmp_path / "file")), "is not a folder")
 
 
+def test_a_folder_under_a_file_is_a_one_line_error(tmp_path):
+    (tmp_path / "file").write_text("mine")
+    assert_one_line_error(
+        sdk_cli("new", "mynpu", "-o", str(tmp_path / "file" / "sub")), "cannot write", "Not a directory"
+    )
+    assert (tmp_path / "file").read_text() == "mine"
+
+
 def test_an_empty_folder_is_rendered_into(tmp_path):
     out = tmp_path / "empty"
     out.mkdir()

@@ -21,17 +21,17 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from accel.backend import ABI_VERSION, Backend
 from accel.errors import AccelError, ArtifactError
+from accel.files import open_regular, physical_memory, read_regular, write_output
 from accel.ir import CALL_OP, Graph
 from accel.limits import load_json
 from accel.report import Report
@@ -158,42 +158,17 @@ class Artifact:
         return out.getvalue()
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the artifact atomically (a temporary file renamed into place)."""
-        path = Path(path)
+        """Write the artifact atomically (a temporary file renamed into place; see :mod:`accel.files`)."""
         data = self.to_bytes()
-        folder = path.parent if str(path.parent) else Path(".")
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-        except OSError as exc:
-            raise ArtifactError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            # mkstemp makes the file 0600; an artifact is an ordinary output (0666 less the umask)
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return path
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+        return write_output(path, f"artifact {str(os.fspath(path))!r}", ArtifactError, lambda f: f.write(data))
 
 
 def read_artifact(path: str | os.PathLike[str], *, backends: Mapping[str, type[Backend]] | None = None) -> Artifact:
     """Read and verify an artifact; every problem is an :class:`ArtifactError` (or a plugin error)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ArtifactError(f"artifact {str(path)!r} does not exist") from None
-    except OSError as exc:
-        raise ArtifactError(f"artifact {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    data = read_regular(
+        path, f"artifact {str(path)!r}", ArtifactError, limit=physical_memory(), why="of this machine's memory"
+    )
     return artifact_from_bytes(data, where=str(path), backends=backends)
 
 
@@ -305,10 +280,15 @@ def _read_members(data: bytes, where: str) -> dict[str, bytes]:
             name = info.filename
             if info.file_size > MAX_MEMBER_BYTES:
                 raise ArtifactError(f"{where}: member {name!r} is too large ({info.file_size} bytes)")
-            if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+            if info.compress_type != zipfile.ZIP_STORED:
                 raise ArtifactError(
                     f"{where}: member {name!r} is compressed; accel writes artifact members stored, "
                     "so this file was made or changed by something else"
+                )
+            if info.compress_size != info.file_size:
+                raise ArtifactError(
+                    f"{where}: member {name!r} is stored in {info.compress_size} bytes but declares "
+                    f"{info.file_size} (a damaged or edited zip directory)"
                 )
             if info.header_offset + info.file_size > len(data):
                 raise ArtifactError(
@@ -333,9 +313,21 @@ def load(path: str | os.PathLike[str]) -> Executable:
 
 
 def is_artifact(path: str | os.PathLike[str] | bytes) -> bool:
-    """Whether ``path`` (or these bytes) looks like an artifact (a zip with a manifest), without verifying it."""
+    """Whether ``path`` (or these bytes) looks like an artifact (a zip with a manifest), without verifying it.
+
+    A path that is not a regular file (a folder, a pipe, a device) is not one, and is not opened.
+    """
+    with contextlib.ExitStack() as stack:
+        return _is_artifact(path, stack)
+
+
+def _is_artifact(path: str | os.PathLike[str] | bytes, stack: contextlib.ExitStack) -> bool:
     try:
-        with zipfile.ZipFile(io.BytesIO(path) if isinstance(path, bytes) else path) as zf:
+        if isinstance(path, bytes):
+            source: Any = io.BytesIO(path)
+        else:
+            source = stack.enter_context(open_regular(path, "", ArtifactError))
+        with zipfile.ZipFile(source) as zf:
             return MANIFEST in zf.namelist()
     except Exception:  # any file that does not open as a zip is not an artifact
         return False

@@ -8,23 +8,30 @@ too, with the same exit code.
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import sys
 import textwrap
 import time
 import traceback
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, BinaryIO, Optional
 
 import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import track
 from rich.table import Table
+from rich.text import Text
 
 import accel
 from accel.errors import AccelError, InputError
+from accel.files import check_output, open_regular, physical_memory, write_output
 from accel.ir import freeze_after_pauses
+from accel.limits import fmt_bytes
 
 app = typer.Typer(
     name="accel",
@@ -45,8 +52,9 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# markup off: names, paths and messages come from models and users ("[/x]" is a valid tensor name)
+out = Console(highlight=False, markup=False)
+err = Console(stderr=True, highlight=False, markup=False)
 _state = {"debug": False}
 
 
@@ -69,25 +77,136 @@ def _root(
 
 
 def _load_model(model: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> accel.Graph:
-    with err.status(f"importing {model.name} ...", spinner="dots"):
+    with err.status(Text(f"importing {model.name} ..."), spinner="dots"):
         return accel.import_onnx(model, input_shapes=input_shapes)
 
 
-def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
-    inputs: dict[str, np.ndarray] = {}
-    for spec in specs:
-        name, sep, file = spec.partition("=")
-        if not sep or not name or not file:
-            raise InputError(f"--input takes NAME=FILE.npy, got {spec!r}")
+@dataclass(frozen=True)
+class NpyInput:
+    """An ``--input NAME=FILE.npy`` whose header was read and checked; :meth:`read` loads the array.
+
+    The header (shape, dtype, order) is checked before any array memory is taken: the
+    file must hold exactly the bytes it declares, and those must fit this machine's
+    memory, so a forged header cannot make the loader allocate what the file does not hold.
+    """
+
+    name: str
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fortran: bool
+    offset: int
+
+    @property
+    def label(self) -> str:
+        return f"--input {self.name}: {self.path!r}"
+
+    def stand_in(self) -> np.ndarray:
+        """An array of this shape and dtype that takes no memory (for checks against a model's signature)."""
+        return np.broadcast_to(np.zeros((), self.dtype.newbyteorder("=")), self.shape)
+
+    def read(self) -> np.ndarray:
+        count = math.prod(self.shape)
+        with open_regular(self.path, self.label, InputError) as f:
+            f.seek(self.offset)
+            data = f.read(count * self.dtype.itemsize)
+        if len(data) != count * self.dtype.itemsize:
+            raise InputError(f"{self.label} changed while it was read")
+        arr = np.frombuffer(data, dtype=self.dtype, count=count)
+        arr = arr.reshape(self.shape[::-1]).T if self.fortran else arr.reshape(self.shape)
+        # native byte order, C order, aligned and writable: what every runtime reads
+        return np.ascontiguousarray(arr, dtype=self.dtype.newbyteorder("="))
+
+
+def _split_input_spec(spec: str) -> tuple[str, str]:
+    """NAME=FILE: split at the first ``=`` after which an existing file is named (an input name
+    may contain ``=``, and so may a file name), else at the first ``=``."""
+    cuts = [i for i, c in enumerate(spec) if c == "="]
+    for i in cuts:
+        if i > 0 and os.path.lexists(spec[i + 1 :]):
+            return spec[:i], spec[i + 1 :]
+    name, _, file = spec.partition("=")
+    if not cuts or not name or not file:
+        raise InputError(f"--input takes NAME=FILE.npy, got {spec!r}")
+    return name, file
+
+
+def _read_npy_header(name: str, file: str) -> NpyInput:
+    if not os.path.lexists(file):
+        raise InputError(f"--input {name}: no such file {file!r}")
+    label = f"--input {name}: {file!r}"
+    with open_regular(file, label, InputError) as f:
+        size = os.fstat(f.fileno()).st_size
         try:
-            inputs[name] = np.load(file, allow_pickle=False)
-        except FileNotFoundError:
-            raise InputError(f"--input {name}: no such file {file!r}") from None
-        except (ValueError, OSError, EOFError) as exc:
-            raise InputError(f"--input {name}: {file!r} is not a readable .npy array ({exc})") from None
-        if not isinstance(inputs[name], np.ndarray):
-            raise InputError(f"--input {name}: {file!r} must hold one array (.npy), not an archive")
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"npy format version {version[0]}.{version[1]} holds no numeric array")
+        except (ValueError, EOFError, SyntaxError, TypeError) as exc:
+            raise InputError(f"{label} is not a readable .npy array ({exc})") from None
+        offset = f.tell()
+    if dtype.hasobject or dtype.kind not in "biuf" or dtype.subdtype is not None:
+        raise InputError(f"{label} holds a {dtype} array; model inputs are numbers (bool, int, uint, float)")
+    declared = math.prod(int(d) for d in shape) * dtype.itemsize
+    if declared != size - offset:
+        raise InputError(
+            f"{label} declares {dtype.name}[{','.join(map(str, shape))}] ({declared} bytes) "
+            f"but holds {size - offset} bytes (truncated or not an .npy file)"
+        )
+    memory = physical_memory()
+    if memory is not None and declared > memory:
+        raise InputError(f"{label} holds {fmt_bytes(declared)}, more than this machine's memory ({fmt_bytes(memory)})")
+    return NpyInput(name, file, tuple(int(d) for d in shape), dtype, bool(fortran), offset)
+
+
+def _parse_inputs(specs: list[str]) -> dict[str, NpyInput]:
+    """``--input`` options: each NAME once, each file a regular .npy file whose header is checked (not yet read)."""
+    inputs: dict[str, NpyInput] = {}
+    for spec in specs:
+        name, file = _split_input_spec(spec)
+        if name in inputs:
+            raise InputError(f"--input names {name!r} twice (once per model input)")
+        inputs[name] = _read_npy_header(name, file)
     return inputs
+
+
+def _read_inputs(given: dict[str, NpyInput]) -> dict[str, np.ndarray]:
+    return {name: spec.read() for name, spec in given.items()}
+
+
+def _check_given_against_onnx(proto: Any, given: dict[str, NpyInput]) -> None:
+    """Names, dtypes and fixed dimensions of ``--input`` arrays against the ONNX model's declared inputs,
+    from the .npy headers (before any array is read). Symbolic dimensions take any size."""
+    from onnx import helper
+
+    inits = {t.name for t in proto.graph.initializer} | {sp.values.name for sp in proto.graph.sparse_initializer}
+    declared = {vi.name: vi for vi in proto.graph.input if vi.name not in inits}
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {', '.join(declared)}")
+    for name, spec in given.items():
+        tt = declared[name].type.tensor_type
+        if not declared[name].type.HasField("tensor_type"):
+            continue
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        except (KeyError, ValueError, TypeError):
+            continue  # the import names the unsupported type
+        dims = (
+            [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+        )
+        fits = spec.dtype.name == dtype and (
+            dims is None or (len(dims) == len(spec.shape) and all(d in (None, n) for d, n in zip(dims, spec.shape)))
+        )
+        if not fits:
+            want = "" if dims is None else "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+            raise InputError(
+                f"input {name!r} must be {dtype}{want}, got {spec.dtype.name}[{','.join(map(str, spec.shape))}] "
+                f"({spec.path})"
+            )
 
 
 INPUT_SHAPE_HELP = (
@@ -125,12 +244,17 @@ def _note_fixed_dims(model: Path, graph: accel.Graph, shapes: dict[str, tuple[in
         err.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
+#: Most runs ``accel run --repeat`` times.
+MAX_REPEAT = 1_000_000
+
 #: Largest total size of the random inputs ``accel run`` makes up (1 GiB).
 RANDOM_INPUT_BYTES = 1 << 30
 
 
 def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Random inputs matching the graph's signature (uniform [0, 1) for floats)."""
+    if not isinstance(seed, int) or seed < 0:
+        raise InputError(f"the seed of random inputs must be an integer >= 0, got {seed!r}")
     total = sum(v.type.nbytes for v in graph.inputs)
     if total > RANDOM_INPUT_BYTES:
         raise InputError(
@@ -152,36 +276,41 @@ def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _check_output(path: Optional[Path], option: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
-    if path is None:
-        return
-    where = f"{option} {str(path)!r}"
-    if path.is_dir():
-        raise InputError(f"{where} is a folder; give a file name")
-    folder = path.parent
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise InputError(f"{where}: folder {str(folder)!r} {what}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"{where}: folder {str(folder)!r} is not writable")
-
-
-def _physical_memory() -> int | None:
+def _same_file(a: Path, b: Path) -> bool:
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): compare the paths they name
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _check_memory(graph: accel.Graph) -> None:
-    """Refuse to run a model one of whose tensors alone is larger than this machine's memory.
+def _check_outputs(outputs: list[tuple[Optional[Path], str]], inputs: list[Optional[Path]]) -> None:
+    """Refuse output paths that cannot be written (accel.files), or that name one of the command's
+    input files or each other (the run would destroy what it reads), before any work is done."""
+    named = [(path, option) for path, option in outputs if path is not None]
+    for i, (path, option) in enumerate(named):
+        label = f"{option} {str(path)!r}"
+        check_output(path, label, InputError)
+        if path.exists() and stat.S_ISCHR(path.stat().st_mode):
+            continue  # a device (/dev/null) may take several outputs, and is nobody's input
+        for source in inputs:
+            if source is not None and _same_file(path, source):
+                raise InputError(f"{label} is the input file {str(source)!r}: give another output name")
+        for other, other_option in named[:i]:
+            if _same_file(path, other):
+                raise InputError(f"{label} is also given to {other_option}: give each output its own file")
 
-    Allocating it would not fail cleanly: the kernel may kill the process instead.
+
+def _check_memory(runner: Any) -> None:
+    """Refuse to run a model that needs more memory than this machine has, before it runs.
+
+    Allocating that would not fail cleanly: the kernel may kill the process instead. The
+    need is the executor's estimate of what one run holds at once (inputs, constants and
+    the intermediate values alive together); one tensor alone over the limit is named.
     """
-    limit = _physical_memory()
+    limit = physical_memory()
     if limit is None:
         return
+    graph = runner.graph
     values = [*graph.inputs, *(v for n in graph.walk() for v in n.outputs)]
     big = max(values, key=lambda v: v.type.nbytes, default=None)
     if big is not None and big.type.nbytes > limit:
@@ -189,18 +318,25 @@ def _check_memory(graph: accel.Graph) -> None:
             f"tensor {big.name!r} ({big.type}) takes {big.type.nbytes} bytes, more than this machine's "
             f"memory ({limit} bytes): the model cannot run here"
         )
+    need = runner.peak_bytes
+    if need > limit:
+        raise InputError(
+            f"a run of this model holds {fmt_bytes(need)} at once (its inputs, constants and the intermediate "
+            f"values alive together), more than this machine's memory ({fmt_bytes(limit)}): it cannot run here"
+        )
+
+
+def _write_npz(f: BinaryIO, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as an .npz archive (what np.load reads), keyed by name whatever the names are
+    (``np.savez`` takes them as keyword arguments, so an output called ``file`` would clash)."""
+    with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, arr in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
 
 
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
-    try:
-        np.savez(tmp, allow_pickle=False, **arrays)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_output(path, f"--output {str(path)!r}", InputError, lambda f: _write_npz(f, arrays))
 
 
 def _timing(seconds: list[float]) -> str:
@@ -227,7 +363,7 @@ def artifact_summary(report: Any) -> str:
 
 
 def _load_runner(
-    path: Path, shapes: dict[str, tuple[int, ...]], given: dict[str, np.ndarray] | None
+    path: Path, shapes: dict[str, tuple[int, ...]], given: dict[str, NpyInput] | None
 ) -> tuple[Any, str, dict[str, np.ndarray] | None]:
     """An executor for ``path`` (a compiled artifact, or an ONNX model on the reference executor),
     its headline, and the inputs it runs on (None: random ones for its graph)."""
@@ -238,10 +374,13 @@ def _load_runner(
             raise InputError(
                 "--input-shape applies to a model; an artifact's input shapes were fixed when it was compiled"
             )
-        with err.status(f"loading {path.name} ...", spinner="dots"):
+        with err.status(Text(f"loading {path.name} ..."), spinner="dots"):
             artifact = read_artifact(path)
             executable = artifact.executable()
-        return executable, f"{path.name}: {artifact_summary(artifact.report)}", given
+        if given is None:
+            return executable, f"{path.name}: {artifact_summary(artifact.report)}", None
+        executable.check_inputs({name: spec.stand_in() for name, spec in given.items()})
+        return executable, f"{path.name}: {artifact_summary(artifact.report)}", _read_inputs(given)
     from accel.executor import ReferenceExecutor
 
     if given is None:
@@ -251,11 +390,13 @@ def _load_runner(
     # given inputs: symbolic dimensions take their shapes, operands that fix a shape their values
     from accel.frontend.specialize import SpecializedModel
 
-    with err.status(f"importing {path.name} ...", spinner="dots"):
+    with err.status(Text(f"importing {path.name} ..."), spinner="dots"):
         model = SpecializedModel(path, input_shapes=shapes)
-        graph, rest = model.graph_for(given)
+        _check_given_against_onnx(model.proto, given)
+        arrays = _read_inputs(given)
+        graph, rest = model.graph_for(arrays)
     executor = ReferenceExecutor(graph)
-    _note_fixed_dims(path, graph, {**shapes, **{k: v.shape for k, v in given.items()}})
+    _note_fixed_dims(path, graph, {**shapes, **{k: v.shape for k, v in arrays.items()}})
     headline = f"{path.name}: {len(graph.nodes)} ops on the reference executor"
     if model.bound_inputs:
         headline += f", specialized on the values of {', '.join(model.bound_inputs)}"
@@ -279,9 +420,9 @@ def run(
         Optional[Path], typer.Option("--output", "-o", help="Write the outputs to this .npz file.")
     ] = None,
     repeat: Annotated[
-        int, typer.Option("--repeat", "-n", min=1, help="Run this many times and report the timing.")
+        int, typer.Option("--repeat", "-n", min=1, max=MAX_REPEAT, help="Run this many times and report the timing.")
     ] = 1,
-    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs (0 or more).")] = 0,
     input_shape: InputShapeOption = None,
 ) -> None:
     """Run a compiled artifact or a model and print its outputs and timing.
@@ -298,10 +439,10 @@ def run(
             )
         _run_default(repeat)
         return
-    _check_output(output, "--output")
     given = _parse_inputs(input or []) if input else None
+    _check_outputs([(output, "--output")], [model, *(Path(g.path) for g in (given or {}).values())])
     runner, headline, inputs = _load_runner(model, shapes, given)
-    _check_memory(runner.graph)
+    _check_memory(runner)
     if given is None and output is None and _is_digits_artifact(model, runner.graph):
         _score_digits_artifact(runner, headline, repeat)
         return
@@ -460,13 +601,13 @@ def compile(
     shapes = _parse_input_shapes(input_shape)
     tgt = _target(backends, target)
     out_path = output if output is not None else Path(model.stem + ".accel")
-    _check_output(out_path, "--output")
-    _check_output(report, "--report")
+    # the default output equals MODEL only for an artifact, which the import refuses with its own message
+    _check_outputs([(out_path, "--output"), (report, "--report")], [model if output is not None else None, target])
     t0 = time.perf_counter()
-    with err.status(f"compiling {model.name} for {tgt.describe()} ...", spinner="dots") as status:
+    with err.status(Text(f"compiling {model.name} for {tgt.describe()} ..."), spinner="dots") as status:
 
         def progress(stage: str, done: int, total: int) -> None:
-            status.update(f"compiling {model.name}: {stage} {done}/{total} ...")
+            status.update(Text(f"compiling {model.name}: {stage} {done}/{total} ..."))
 
         artifact = compile_model(model, target=tgt, input_shapes=shapes, progress=progress)
         artifact.save(out_path)
@@ -488,15 +629,7 @@ def compile(
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_output(path, repr(str(path)), InputError, lambda f: f.write(text.encode("utf-8")))
 
 
 @app.command()
@@ -526,7 +659,7 @@ def inspect(
 
     if format not in ("text", "json", "html"):
         raise InputError(f"--format must be text, json or html, got {format!r}")
-    _check_output(output, "--output")
+    _check_outputs([(output, "--output")], [model, target])
     shapes = _parse_input_shapes(input_shape)
     if model.suffix == ".accel" or is_artifact(model):
         if backends or target or shapes:
@@ -539,7 +672,7 @@ def inspect(
     elif backends is None and target is None:
         if format == "html":
             raise InputError("--format html draws a partitioning: give --backends (or --target)")
-        with err.status(f"importing {model.name} ...", spinner="dots"):
+        with err.status(Text(f"importing {model.name} ..."), spinner="dots"):
             graph = accel.import_onnx(model, optimize=not raw, input_shapes=shapes)
         _note_fixed_dims(model, graph, shapes)
         if format == "text":
@@ -556,7 +689,7 @@ def inspect(
 
         tgt = _target(backends, target)
         instances = tgt.instantiate()
-        with err.status(f"partitioning {model.name} for {tgt.describe()} ...", spinner="dots"):
+        with err.status(Text(f"partitioning {model.name} for {tgt.describe()} ..."), spinner="dots"):
             graph = accel.import_onnx(model, input_shapes=shapes)
             rep = partition_graph(graph, instances, materialize=False).report
         _note_fixed_dims(model, graph, shapes)
@@ -597,7 +730,7 @@ def ops(
     ir_ops = [op for op in available() if want in op.lower()]
     if not onnx_ops and not ir_ops:
         raise InputError(f"no ONNX or IR op name contains {name!r}; `accel ops` lists them all")
-    console = out if out.is_terminal else Console(highlight=False, width=max(out.width, 120))
+    console = out if out.is_terminal else Console(highlight=False, markup=False, width=max(out.width, 120))
     if onnx_ops:
         marked = [f"{op}*" if op in FOLD_ONLY_OPS else op for op in onnx_ops]
         console.print(f"ONNX ops (default domain, opsets 7-28) the importer converts: {len(onnx_ops)}")
@@ -648,10 +781,10 @@ def backends(
     for s in found:
         layout = s.backend.layout if s.backend is not None else ""
         abi = "" if s.abi_version is None else str(s.abi_version)
-        state = s.state if s.ok else f"[red]{s.state}[/red]"
+        state = Text(s.state, style="" if s.ok else "red")
         table.add_row(s.name, s.distribution, s.version, abi, state, str(s.patterns), str(s.ops), layout)
     # piped output (CI logs) defaults to 80 columns, too narrow for the table
-    console = out if out.is_terminal else Console(highlight=False, width=max(out.width, 110))
+    console = out if out.is_terminal else Console(highlight=False, markup=False, width=max(out.width, 110))
     console.print(table)
     for s in found:
         if not s.ok:
@@ -686,7 +819,7 @@ def main(argv: list[str] | None = None) -> Any:
     if not args:
         args = ["--help"]
     try:
-        return app(args=args, prog_name="accel", standalone_mode=False)
+        code = app(args=args, prog_name="accel", standalone_mode=False)
     except AccelError as exc:
         if debug:
             traceback.print_exc()
@@ -716,6 +849,12 @@ def main(argv: list[str] | None = None) -> Any:
                 soft_wrap=True,
             )
         sys.exit(1)
+    # without standalone mode, typer returns the code of an exit instead of exiting (130: Ctrl-C)
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        if code == 130:
+            err.print("interrupted", markup=False)
+        sys.exit(code)
+    return None
 
 
 if __name__ == "__main__":

@@ -182,6 +182,21 @@ class Program:
         return self._arena_size
 
     @property
+    def peak_bytes(self) -> int:
+        """An upper bound of the bytes one run holds at once: graph inputs, constants, the arena, and
+        the intermediate values alive together (a host result that is a view counted as a copy;
+        kernels' own scratch memory not counted)."""
+        types = self._types
+        fixed = sum(types[s].nbytes for s in {*self._inputs, *(s for s, _ in self._consts)})
+        arena = self._offsets
+        live = peak = 0
+        for step in self._steps:
+            live += sum(types[s].nbytes for s in step.outs if s not in arena)
+            peak = max(peak, live)
+            live -= sum(types[s].nbytes for s in step.free if s not in arena)
+        return fixed + self._arena_size + peak
+
+    @property
     def partitions(self) -> list[Node]:
         """The nodes that run on a backend handle."""
         return [s.node for s in self._steps if s.backend]
@@ -193,6 +208,8 @@ class Program:
         Arrays in the other byte order are converted, misaligned ones copied:
         past this point every array is native and aligned.
         """
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"inputs must be a mapping {{name: array}}, got a {type(inputs).__name__}")
         unknown = sorted(set(inputs) - set(self.input_names))
         if unknown:
             raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {self._signature()}")

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import AccelError, SerializationError
+from accel.files import open_regular, write_output
 from accel.ir import DTYPES, Graph, Node, QuantParams, TensorType, Value
 from accel.limits import MAX_JSON_DEPTH, check_depth, json_depth, load_json
 
@@ -190,27 +191,25 @@ def load_npy(blob: bytes, what: str, error: type[AccelError] = SerializationErro
 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
-    """Write ``graph`` as one zip file (atomically: a temporary file renamed at the end)."""
+    """Write ``graph`` as one zip file (atomically: a temporary file renamed at the end; see :mod:`accel.files`)."""
     doc, arrays = graph_to_json(graph)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    try:
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+
+    def write(f: Any) -> None:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("graph.json", json.dumps(doc, indent=1))
             for key, arr in arrays.items():
                 buf = io.BytesIO()
                 # asarray, not ascontiguousarray: that one turns a 0-d constant into shape (1,)
                 np.save(buf, np.asarray(arr, order="C"), allow_pickle=False)
                 zf.writestr(f"constants/{key}.npy", buf.getvalue())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    write_output(path, f"graph file {os.fspath(path)!r}", SerializationError, write)
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:
     where = os.fspath(path)
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open_regular(path, f"graph file {where!r}", SerializationError) as f, zipfile.ZipFile(f) as zf:
             total = sum(info.file_size for info in zf.infolist())
             if total > MAX_GRAPH_FILE_BYTES:
                 raise SerializationError(

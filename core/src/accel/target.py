@@ -22,7 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from accel.backend import Backend
 from accel.errors import TargetError
+from accel.files import read_regular
 from accel.limits import load_json
+
+#: Largest target file read (a target is a few lines of JSON).
+MAX_TARGET_FILE_BYTES = 16 << 20
 
 
 class Device(BaseModel):
@@ -71,14 +75,7 @@ class CompositeTarget(BaseModel):
     @classmethod
     def from_file(cls, path: str | Path) -> CompositeTarget:
         path = Path(path)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise TargetError(f"target file {str(path)!r} does not exist") from None
-        except IsADirectoryError:
-            raise TargetError(f"target file {str(path)!r} is a folder") from None
-        except OSError as exc:
-            raise TargetError(f"target file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+        data = read_regular(path, f"target file {str(path)!r}", TargetError, limit=MAX_TARGET_FILE_BYTES)
         doc = load_json(data, f"target file {str(path)!r}", TargetError)
         return cls.parse(doc, where=str(path))
 

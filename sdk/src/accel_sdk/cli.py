@@ -124,6 +124,10 @@ def render(name: str, dest: Path) -> list[Path]:
     Raises :class:`~accel.errors.InputError` for a bad name or a ``dest`` that is a file or not empty.
     """
     values = template_values(name)
+    try:
+        dest.exists()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--output {str(dest)!r} cannot be used: {exc}") from None
     if dest.exists():
         if not dest.is_dir():
             raise InputError(f"{dest} exists and is not a folder; choose another --output")
@@ -134,8 +138,11 @@ def render(name: str, dest: Path) -> list[Path]:
         parts = [_segment(p, values) for p in rel.split("/")]
         rendered[dest.joinpath(*parts)] = render_text(text, values, rel)
     for path, text in rendered.items():  # everything rendered first: a template bug writes nothing
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:  # a file where a folder must be, no permission, a full disk
+            raise InputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     return sorted(rendered)
 
 

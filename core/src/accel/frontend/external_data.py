@@ -270,7 +270,8 @@ def check_tensor(tensor: TensorProto, base_dir: str | os.PathLike[str]) -> Exter
 
 
 def _read(ref: ExternalRef) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    # O_NONBLOCK: a FIFO swapped in after the check would otherwise block the open (fstat refuses it below)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(ref.path, flags)
     except OSError as exc:

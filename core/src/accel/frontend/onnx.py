@@ -28,6 +28,7 @@ import builtins
 import difflib
 import itertools
 import math
+import operator
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 from accel.errors import AccelError, ExternalDataError, GraphError, InputError, ModelError, UnsupportedOpError
+from accel.files import read_regular
 from accel.frontend.external_data import load_external_data, scan_graph, subgraph_depth
 from accel.ir import (
     MAX_ELEMENTS,
@@ -123,6 +125,21 @@ def _parse(data: bytes, what: str) -> ModelProto:
     return proto
 
 
+#: Largest model file read: what one protobuf message can hold (larger models keep their weights as external data).
+MAX_MODEL_FILE_BYTES = (2 << 30) - 1
+
+
+def read_model_file(path: Path) -> bytes:
+    """The bytes of a model file: a regular file no larger than a protobuf can be (:mod:`accel.files`)."""
+    return read_regular(
+        path,
+        f"model file {str(path)!r}",
+        ModelError,
+        limit=MAX_MODEL_FILE_BYTES,
+        why="a protobuf message can hold (large models keep their weights as external data)",
+    )
+
+
 def load_model_proto(
     model: str | os.PathLike[str] | bytes | bytearray | memoryview | ModelProto,
     *,
@@ -144,14 +161,7 @@ def load_model_proto(
     elif isinstance(model, (str, os.PathLike)):
         path = Path(model)
         what = f"{str(path)!r}"
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise ModelError(f"model file {what} does not exist") from None
-        except IsADirectoryError:
-            raise ModelError(f"model path {what} is a folder, not an ONNX file") from None
-        except OSError as exc:
-            raise ModelError(f"cannot read model file {what}: {exc.strerror or exc}") from None
+        data = read_model_file(path)
         proto = _parse(data, f"model file {what}")
         if base_dir is None:
             base_dir = path.resolve().parent
@@ -630,8 +640,10 @@ class _Importer:
         override = self.input_shapes.get(name)
         hint = f"pass input_shapes={{{name!r}: (...)}} to import_onnx, or --input-shape {name}=D0,D1,... to accel"
         if override is not None:
-            try:
-                shape = [int(d) for d in override]
+            try:  # operator.index: 1.5 and "123" are not dimensions (int() would take both)
+                if isinstance(override, (str, bytes)):
+                    raise TypeError
+                shape = [operator.index(d) for d in override]
             except (TypeError, ValueError):
                 raise ModelError(f"input_shapes[{name!r}] must be a tuple of integers, got {override!r}") from None
             if any(d < 0 for d in shape):
@@ -942,7 +954,7 @@ def symbolic_input_dims(model: str | os.PathLike[str] | bytes | ModelProto) -> d
         proto = _parse(bytes(model), "the model bytes")
     else:
         try:
-            proto = _parse(Path(model).read_bytes(), f"model file {str(model)!r}")
+            proto = _parse(read_model_file(Path(model)), f"model file {str(model)!r}")
         except OSError as exc:
             raise ModelError(f"cannot read model file {str(model)!r}: {exc.strerror or exc}") from None
     inits = {t.name for t in proto.graph.initializer}
@@ -1210,6 +1222,18 @@ def _auto_pads(
     return begins + ends
 
 
+def _weight_kernel(cv: _Importer, node: NodeProto, a: _Attrs, w: Value) -> list[int]:
+    """A convolution's kernel_shape: the weight's spatial dimensions, which the attribute (optional) must repeat."""
+    spatial = list(w.type.shape[2:])
+    kernel = a.ints("kernel_shape", spatial)
+    if kernel != spatial:
+        raise ModelError(
+            f"node {cv.label}: kernel_shape {kernel} disagrees with the weight {w.name!r} of shape "
+            f"{list(w.type.shape)} (its spatial dimensions are {spatial})"
+        )
+    return kernel
+
+
 def _spatial_params(cv: _Importer, node: NodeProto, a: _Attrs, x: Value, kernel: Sequence[int]) -> dict[str, Any]:
     """strides, dilations and pads of a 1-D or 2-D window op, as 2-D IR attributes."""
     nd = x.type.rank - 2
@@ -1261,7 +1285,7 @@ def _conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x, w = cv.need(node, ins, 0, "X"), cv.need(node, ins, 1, "W")
     b = ins[2] if len(ins) > 2 else None
     rank = x.type.rank
-    kernel = a.ints("kernel_shape", list(w.type.shape[2:]))
+    kernel = _weight_kernel(cv, node, a, w)
     p = _spatial_params(cv, node, a, x, kernel)
     if w.type.rank != rank:
         raise ModelError(f"node {cv.label}: weight of rank {w.type.rank} for data of rank {rank}")
@@ -1277,7 +1301,7 @@ def _conv_transpose(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> lis
     nd = rank - 2
     if nd not in (1, 2):
         raise cv.unsupported(node, f"{nd}-D transposed convolution is not supported (1-D and 2-D are)")
-    kernel = a.ints("kernel_shape", list(w.type.shape[2:]))
+    kernel = _weight_kernel(cv, node, a, w)
     strides = a.ints("strides", [1] * nd)
     dilations = a.ints("dilations", [1] * nd)
     out_pad = a.ints("output_padding", [0] * nd)
@@ -2874,7 +2898,7 @@ def _qlinear_conv(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     if qx.axis is not None or qy.axis is not None:
         raise cv.unsupported(node, "per-channel output quantization is not supported")
     rank = x.type.rank
-    kernel = a.ints("kernel_shape", list(w.type.shape[2:]))
+    kernel = _weight_kernel(cv, node, a, w)
     p = _spatial_params(cv, node, a, x, kernel)
     xq = _qinput(cv, node, x, qx, "input")
     wv = cv.const(

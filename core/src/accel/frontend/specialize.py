@@ -55,7 +55,8 @@ class SpecializedModel:
         cache_size: int = 16,
     ):
         self.proto = load_model_proto(model, base_dir=base_dir)
-        self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+        # the importer checks each (integers only) and names a bad one
+        self.input_shapes: dict[str, Any] = dict(input_shapes or {})
         self.optimize = optimize
         self.cache_size = max(1, int(cache_size))
         g = self.proto.graph
@@ -133,6 +134,8 @@ class SpecializedModel:
         return {k: v for k, v in inputs.items() if k not in self.bound_inputs}
 
     def _executor(self, inputs: Mapping[str, Any], factory: Any) -> Any:
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"inputs must be a mapping {{name: array}}, got a {type(inputs).__name__}")
         unknown = sorted(set(inputs) - set(self.input_names))
         if unknown:
             raise InputError(
