@@ -391,7 +391,6 @@ class PoolOneDnn final : public Kernel {
     });
     src_md_ = src_md;
     dst_md_ = dst_md;
-    threads_ = static_cast<int>(c.n.attrs.integer("threads"));
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
     squared_bytes_ = l2_ ? align_up(x.nbytes) : 0;
@@ -408,12 +407,11 @@ class PoolOneDnn final : public Kernel {
       src = e.scratch;
     }
     prim_.exec(inner, {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, src)}, {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}});
-    nan_.apply(e.stream, static_cast<const float*>(src), static_cast<float*>(e.ptr[outs[0]]), threads_);  // float32 max only
+    nan_.apply(e.stream, static_cast<const float*>(src), static_cast<float*>(e.ptr[outs[0]]));  // float32 max only
   }
 
  private:
   onednn::MaxPoolNan nan_;
-  int threads_ = 0;
   Prim prim_, square_;
   dnnl::memory::desc src_md_, dst_md_;
   bool l2_ = false;

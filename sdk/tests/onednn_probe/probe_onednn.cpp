@@ -293,7 +293,7 @@ py::array_t<float> pool(const py::array_t<float, py::array::c_style>& x, const s
   const dnnl::memory scratch(pd.scratchpad_desc(), onednn::engine(), onednn::thread_scratchpad(pd.scratchpad_desc().get_size()));
   dnnl::pooling_forward(pd).execute(stream.get(), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, scratch}});
   stream.wait();
-  if (nan_fix) fix.apply(stream.get(), x.data(), out.mutable_data(), threads);
+  if (nan_fix) fix.apply(stream.get(), x.data(), out.mutable_data());
   return out;
 }
 

@@ -119,24 +119,18 @@ inline float nan_free_limit(const float* w, std::size_t rows, std::size_t row_le
 }
 
 // Whether one of x[0, n) is NaN or past `limit` in magnitude (limit = infinity: NaN only).
-// A branch-free loop the compiler vectorizes, in chunks (an early exit), on `threads` threads
-// for large inputs.
-inline bool any_past(const float* x, std::size_t n, float limit, int threads) {
-  auto scan = [x, limit](std::size_t begin, std::size_t end) {
-    constexpr std::size_t kChunk = 4096;
-    for (std::size_t at = begin; at < end; at += kChunk) {
-      const std::size_t stop = std::min(end, at + kChunk);
-      int bad = 0;
-      for (std::size_t i = at; i < stop; ++i) bad |= static_cast<int>(!(std::fabs(x[i]) <= limit));
-      if (bad) return true;
-    }
-    return false;
-  };
-  const std::size_t parts = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n >> 16);
-  if (parts <= 1) return scan(0, n);
-  std::vector<unsigned char> found(parts, 0);
-  parallel(parts, [&](std::size_t i) { found[i] = scan(n * i / parts, n * (i + 1) / parts) ? 1 : 0; });
-  return std::find(found.begin(), found.end(), 1) != found.end();
+// A branch-free loop the compiler vectorizes, in chunks (an early exit); on one thread: it
+// reads a layer's input once, a few percent of the layer's time, less than forking a team
+// costs on a busy machine.
+inline bool any_past(const float* x, std::size_t n, float limit) {
+  constexpr std::size_t kChunk = 4096;
+  for (std::size_t at = 0; at < n; at += kChunk) {
+    const std::size_t stop = std::min(n, at + kChunk);
+    int bad = 0;
+    for (std::size_t i = at; i < stop; ++i) bad |= static_cast<int>(!(std::fabs(x[i]) <= limit));
+    if (bad) return true;
+  }
+  return false;
 }
 
 // y[i] = NaN where pre[i] is NaN (pre: the layer's output before its activations).
@@ -195,12 +189,11 @@ struct Unfused {
   }
 
   // After the fused run into dst: when src is past the limit, the unfused run and its NaNs.
-  void fix(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory* bias, const dnnl::memory& dst,
-           int threads) const {
+  void fix(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory* bias, const dnnl::memory& dst) const {
     if (!on) return;
     const dnnl::memory::desc& dst_md = dst.get_desc();
     const std::size_t nx = src.get_desc().get_size() / sizeof(float), ny = dst_md.get_size() / sizeof(float);
-    if (!any_past(static_cast<const float*>(src.get_data_handle()), nx, limit, threads)) return;
+    if (!any_past(static_cast<const float*>(src.get_data_handle()), nx, limit)) return;
     float* pre = thread_floats(ny, 0);
     execute_weighted(prim, scratch, stream, src, weights, bias, dnnl::memory(dst_md, engine(), pre));
     stream.wait();
@@ -330,7 +323,7 @@ class FloatConv {
   void execute(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& dst) const {
     guard("float convolution", [&] {
       detail::execute_weighted(prim_, scratch_, stream, src, weights_, has_bias_ ? &bias_ : nullptr, dst);
-      unfused_.fix(stream, src, has_bias_ ? &bias_ : nullptr, dst, threads_);
+      unfused_.fix(stream, src, has_bias_ ? &bias_ : nullptr, dst);
     });
   }
   // The same on buffers in those formats.
@@ -423,7 +416,7 @@ class FloatDense {
     guard("float dense", [&] {
       const dnnl::memory s(src_, engine(), const_cast<float*>(src)), d(dst_, engine(), dst);
       detail::execute_weighted(prim_, scratch_, stream, s, weights_, has_bias_ ? &bias_ : nullptr, d);
-      unfused_.fix(stream, s, has_bias_ ? &bias_ : nullptr, d, threads_);
+      unfused_.fix(stream, s, has_bias_ ? &bias_ : nullptr, d);
     });
   }
 
@@ -459,10 +452,10 @@ class MaxPoolNan {
     if (src_.get_data_type() != dnnl::memory::data_type::f32) on_ = false;  // integers have no NaN
   }
 
-  void apply(dnnl::stream& stream, const float* src, float* dst, int threads = 1) const {
+  void apply(dnnl::stream& stream, const float* src, float* dst) const {
     if (!on_) return;
     const std::size_t nx = src_.get_size() / sizeof(float), ny = dst_.get_size() / sizeof(float);
-    if (!detail::any_past(src, nx, std::numeric_limits<float>::infinity(), threads)) return;
+    if (!detail::any_past(src, nx, std::numeric_limits<float>::infinity())) return;
     guard("max pooling (NaN)", [&] {
       float* mask = detail::thread_floats(nx, 0);
       float* pooled = detail::thread_floats(ny, 1);
