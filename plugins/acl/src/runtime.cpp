@@ -176,7 +176,32 @@ void activate(float* p, std::size_t n, std::int64_t act, float hi) {
   }
 }
 
-// -- float32 convolution ------------------------------------------------------------------
+// -- float32 convolution and dense ------------------------------------------------------
+
+// An accel_sdk float32 layer (FloatConv, FloatDense) from the node's one input to its output.
+template <class Op>
+class Layer : public Kernel {
+ public:
+  void run(Exec& e) const override {
+    op_->execute(e.stream, static_cast<const float*>(e.ptr[ins[0]]), static_cast<float*>(e.ptr[outs[0]]));
+  }
+
+ protected:
+  template <class Make>
+  void set(const Ctx& c, const Make& make) {
+    try {
+      op_ = std::make_unique<const Op>(make());
+    } catch (const onednn::Error& e) {
+      c.fail(e.what());  // oneDNN refused the layer: name the node
+    }
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+  static int threads(const Ctx& c) { return static_cast<int>(c.n.attrs.integer("threads")); }
+
+ private:
+  std::unique_ptr<const Op> op_;
+};
 
 struct Window {
   std::int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
@@ -216,7 +241,8 @@ onednn::ConvShape conv_shape(const Shape& x, const Shape& w, std::int64_t groups
   return s;
 }
 
-class ConvF32 final : public Kernel {
+// conv2d (+ bias, relu / bounded relu) on NHWC tensors.
+class ConvF32 final : public Layer<onednn::FloatConv> {
  public:
   explicit ConvF32(const Ctx& c) {
     c.arity(2, 3, 1);
@@ -251,24 +277,12 @@ class ConvF32 final : public Kernel {
     if (act == 2) spec.post_ops = {onednn::PostOp::clip(0.f, act_max)};
     // NHWC in and out: the tensors of the partition, no reorders
     const auto src_md = nhwc_desc(x.spec.shape, dt::f32), dst_md = nhwc_desc(y.spec.shape, dt::f32);
-    conv_ = onednn::guard("conv2d " + c.n.name, [&] {
-      return std::make_unique<onednn::FloatConv>(spec, static_cast<int>(c.n.attrs.integer("threads")), &src_md, &dst_md);
-    });
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
+    set(c, [&] { return onednn::FloatConv(spec, threads(c), &src_md, &dst_md); });
   }
-
-  void run(Exec& e) const override {
-    conv_->execute(e.stream, static_cast<const float*>(e.ptr[ins[0]]), static_cast<float*>(e.ptr[outs[0]]));
-  }
-
- private:
-  std::unique_ptr<onednn::FloatConv> conv_;
 };
 
-// -- float32 dense ------------------------------------------------------------------------
-
-class DenseF32 final : public Kernel {
+// dense (+ bias): [M, K] x [N, K].
+class DenseF32 final : public Layer<onednn::FloatDense> {
  public:
   explicit DenseF32(const Ctx& c) {
     c.arity(2, 3, 1);
@@ -298,19 +312,8 @@ class DenseF32 final : public Kernel {
     spec.n = N;
     spec.weights = reinterpret_cast<const float*>(w.data);
     spec.bias = bias ? reinterpret_cast<const float*>(c.in(2).data) : nullptr;
-    dense_ = onednn::guard("dense " + c.n.name, [&] {
-      return std::make_unique<onednn::FloatDense>(spec, static_cast<int>(c.n.attrs.integer("threads")));
-    });
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
+    set(c, [&] { return onednn::FloatDense(spec, threads(c)); });
   }
-
-  void run(Exec& e) const override {
-    dense_->execute(e.stream, static_cast<const float*>(e.ptr[ins[0]]), static_cast<float*>(e.ptr[outs[0]]));
-  }
-
- private:
-  std::unique_ptr<onednn::FloatDense> dense_;
 };
 
 // -- pooling ----------------------------------------------------------------------------
