@@ -335,11 +335,17 @@ def infer_node_types(
     if n < lo or (hi is not None and n > hi):
         expected = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
         raise TypeInferenceError(f"node {node!r} ({op}): takes {expected} inputs, got {n}")
-    full = complete_attrs(opdef, attrs, node)
-    key = signature(op, in_types, full)
+    # remembered by the attributes as given: a hit needs neither completing nor freezing them
+    key = signature(op, in_types, attrs if attrs is not None else _NO_ATTRS)
     found = None if key is None else _INFERRED.get(key)
     if found is not None:
-        return full, list(found)
+        return found[0], list(found[1])
+    full = complete_attrs(opdef, attrs, node)
+    if key is None:  # given as lists, say: remembered by the frozen attributes instead
+        key = signature(op, in_types, full)
+        found = None if key is None else _INFERRED.get(key)
+        if found is not None:
+            return full, list(found[1])
     try:
         out = opdef.infer(full, *in_types)
     except TypeInferenceError as exc:
@@ -350,7 +356,7 @@ def infer_node_types(
     if key is not None:
         if len(_INFERRED) >= _INFERRED_LIMIT:
             _INFERRED.clear()
-        _INFERRED[key] = tuple(types)
+        _INFERRED[key] = (full, tuple(types))
     return full, types
 
 
@@ -360,11 +366,7 @@ def signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any])
     ``None`` when an attribute value cannot be hashed. The values' types are part
     of the key: ``True == 1 == 1.0``, yet a rule may refuse a bool.
     """
-    key = (
-        op,
-        *in_types,
-        *((k, type(v), tuple(map(type, v)) if type(v) is tuple else None, v) for k, v in attrs.items()),
-    )
+    key = (op, *in_types, *((k, _kind(v), v) for k, v in attrs.items()))
     try:
         hash(key)
     except TypeError:
@@ -372,10 +374,20 @@ def signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any])
     return key
 
 
-#: (op, input types, attributes) -> output types, as the op's rule inferred them. A type rule
-#: is a function of exactly these (its errors are not kept), and a network repeats a few
-#: layer shapes many times: a transformer export of 100k nodes has some hundred distinct keys.
-_INFERRED: dict[tuple[Any, ...], tuple[TensorType, ...]] = {}
+def _kind(v: Any) -> Any:
+    """The type of an attribute value, and of each item of a tuple, nested ones included."""
+    t = type(v)
+    if t is not tuple:
+        return t
+    return tuple(_kind(x) if type(x) is tuple else type(x) for x in v)
+
+
+#: (op, input types, attributes as given) -> (attributes completed and frozen, output types), as
+#: the op's rule inferred them. A type rule is a function of exactly these (its errors are not
+#: kept), and a network repeats a few layer shapes many times: a transformer export of 100k
+#: nodes has some hundred distinct keys. The frozen attributes are shared by those nodes.
+_INFERRED: dict[tuple[Any, ...], tuple[Mapping[str, Any], tuple[TensorType, ...]]] = {}
+_NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
 _INFERRED_LIMIT = 1 << 14
 
 
