@@ -198,6 +198,30 @@ class Layer : public Kernel {
     outs = {c.n.outputs[0]};
   }
   static int threads(const Ctx& c) { return static_cast<int>(c.n.attrs.integer("threads")); }
+  // The node's data, constant weights and output (inputs 0, 1, output 0): float32 of rank r.
+  struct Operands {
+    const GraphTensor &x, &w, &y;
+  };
+  static Operands operands(const Ctx& c, int r) {
+    c.arity(2, 3, 1);
+    const Operands o{c.in(0), c.in(1), c.out(0)};
+    c.activation(o.x, "data");
+    c.constant(o.w, "weights");
+    for (const auto* t : {&o.x, &o.w, &o.y}) {
+      c.dtype(*t, ACCEL_FLOAT32, "data, weights and output");
+      c.rank(*t, r, "data, weights and output");
+    }
+    return o;
+  }
+  // The constant float32 bias [outputs] (input 2), or none.
+  static const float* bias(const Ctx& c, std::int64_t outputs) {
+    if (c.n.inputs.size() != 3) return nullptr;
+    const auto& b = c.in(2);
+    c.constant(b, "bias");
+    c.dtype(b, ACCEL_FLOAT32, "bias");
+    if (b.spec.shape != Shape{outputs}) c.fail("bias must be [" + std::to_string(outputs) + "], got " + b.spec.shape.str());
+    return reinterpret_cast<const float*>(b.data);
+  }
 
  private:
   std::unique_ptr<const Op> op_;
@@ -245,34 +269,18 @@ onednn::ConvShape conv_shape(const Shape& x, const Shape& w, std::int64_t groups
 class ConvF32 final : public Layer<onednn::FloatConv> {
  public:
   explicit ConvF32(const Ctx& c) {
-    c.arity(2, 3, 1);
-    const auto& x = c.in(0);
-    const auto& w = c.in(1);
-    const auto& y = c.out(0);
-    c.activation(x, "data");
-    c.constant(w, "weights");
-    for (const auto* t : {&x, &w, &y}) c.dtype(*t, ACCEL_FLOAT32, "every tensor");
-    c.rank(x, 4, "data");
-    c.rank(w, 4, "weights");
-    c.rank(y, 4, "output");
+    const auto [x, w, y] = operands(c, 4);
     const std::int64_t groups = c.integer("groups", 1, 1 << 20);
     const Window win = conv_window(c, w.spec.shape[1], w.spec.shape[2]);
     check_conv_shapes(c, x.spec.shape, w.spec.shape, y.spec.shape, groups, win);
     const std::int64_t act = c.integer("activation", 0, 2);
     const float act_max = static_cast<float>(c.n.attrs.number("act_max"));
     if (act == 2 && !(act_max > 0.f && std::isfinite(act_max))) c.fail("bounded relu needs act_max > 0");
-    const bool bias = c.n.inputs.size() == 3;
-    if (bias) {
-      const auto& b = c.in(2);
-      c.constant(b, "bias");
-      c.dtype(b, ACCEL_FLOAT32, "bias");
-      if (b.spec.shape.elements() != static_cast<std::size_t>(w.spec.shape[0]) || b.spec.shape.rank() != 1) c.fail("bias must be [O]");
-    }
     onednn::FloatConvSpec spec;
     spec.shape = conv_shape(x.spec.shape, w.spec.shape, groups, win);
     spec.weights = reinterpret_cast<const float*>(w.data);
     spec.weight_layout = onednn::WeightLayout::ohwi;
-    spec.bias = bias ? reinterpret_cast<const float*>(c.in(2).data) : nullptr;
+    spec.bias = bias(c, w.spec.shape[0]);
     if (act == 1) spec.post_ops = {onednn::PostOp::relu()};
     if (act == 2) spec.post_ops = {onednn::PostOp::clip(0.f, act_max)};
     // NHWC in and out: the tensors of the partition, no reorders
@@ -285,33 +293,17 @@ class ConvF32 final : public Layer<onednn::FloatConv> {
 class DenseF32 final : public Layer<onednn::FloatDense> {
  public:
   explicit DenseF32(const Ctx& c) {
-    c.arity(2, 3, 1);
-    const auto& x = c.in(0);
-    const auto& w = c.in(1);
-    const auto& y = c.out(0);
-    c.activation(x, "data");
-    c.constant(w, "weights");
-    for (const auto* t : {&x, &w, &y}) {
-      c.dtype(*t, ACCEL_FLOAT32, "every tensor");
-      c.rank(*t, 2, "data, weights and output");
-    }
+    const auto [x, w, y] = operands(c, 2);
     const auto M = x.spec.shape[0], K = x.spec.shape[1], N = w.spec.shape[0];
     if (w.spec.shape[1] != K || y.spec.shape != Shape{M, N} || M * K * N == 0) {
       c.fail("shapes " + x.spec.shape.str() + " x " + w.spec.shape.str() + " -> " + y.spec.shape.str() + " do not fit");
-    }
-    const bool bias = c.n.inputs.size() == 3;
-    if (bias) {
-      const auto& b = c.in(2);
-      c.constant(b, "bias");
-      c.dtype(b, ACCEL_FLOAT32, "bias");
-      if (b.spec.shape != Shape{N}) c.fail("bias must be [N]");
     }
     onednn::FloatDenseSpec spec;
     spec.m = M;
     spec.k = K;
     spec.n = N;
     spec.weights = reinterpret_cast<const float*>(w.data);
-    spec.bias = bias ? reinterpret_cast<const float*>(c.in(2).data) : nullptr;
+    spec.bias = bias(c, N);
     set(c, [&] { return onednn::FloatDense(spec, threads(c)); });
   }
 };

@@ -24,7 +24,8 @@
 // differs, with reorder primitives made at create. A runtime chaining layers skips
 // those: it creates each next layer with the previous one's dst_desc() as its source
 // format, reorders once into the first layer's src_desc() and once out of the last
-// layer's dst_desc(), and calls execute() in between.
+// layer's dst_desc(), and calls execute() in between; one that keeps every tensor in one
+// layout names it as both formats (src_format, dst_format) and never reorders.
 //
 // Threads as in onednn.hpp: each op keeps its thread count (<= 0: every core) and sets it
 // around create and run. run() and execute() are const and may be called from several
@@ -39,7 +40,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
