@@ -134,6 +134,15 @@ class TensorType:
     quant: QuantParams | None = field(default=None, compare=True)
     # the element count, computed once (slots, not a dict per type: graphs hold one per value)
     _size: int = field(default=0, init=False, repr=False, compare=False)
+    # the hash, computed on first use (types key the memos of type rules and permutations)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if not h:
+            h = hash((self.shape, self.dtype, self.quant)) or 1
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __post_init__(self) -> None:
         shape = self.shape

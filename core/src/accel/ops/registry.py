@@ -336,14 +336,22 @@ def infer_node_types(
         expected = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
         raise TypeInferenceError(f"node {node!r} ({op}): takes {expected} inputs, got {n}")
     # remembered by the attributes as given: a hit needs neither completing nor freezing them
-    key = signature(op, in_types, attrs if attrs is not None else _NO_ATTRS)
-    found = None if key is None else _INFERRED.get(key)
+    given = signature(op, in_types, attrs if attrs is not None else _NO_ATTRS)
+    key: tuple[Any, ...] | None = given
+    try:
+        found = _INFERRED.get(given)
+    except TypeError:  # given as lists, say: remembered by the frozen attributes instead
+        key = found = None
     if found is not None:
         return found[0], list(found[1])
     full = complete_attrs(opdef, attrs, node)
-    if key is None:  # given as lists, say: remembered by the frozen attributes instead
-        key = signature(op, in_types, full)
-        found = None if key is None else _INFERRED.get(key)
+    if key is None:
+        frozen = signature(op, in_types, full)
+        key = frozen
+        try:
+            found = _INFERRED.get(frozen)
+        except TypeError:  # an attribute value that cannot be hashed: not remembered
+            key = found = None
         if found is not None:
             return full, list(found[1])
     try:
@@ -360,18 +368,13 @@ def infer_node_types(
     return full, types
 
 
-def signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """A hashable key of what a node's type rule and cost hints see: op, input types, attributes.
+def signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A key of what a node's type rule sees: op, input types, attributes (hashing it raises
+    TypeError when an attribute value cannot be hashed, a list say).
 
-    ``None`` when an attribute value cannot be hashed. The values' types are part
-    of the key: ``True == 1 == 1.0``, yet a rule may refuse a bool.
+    The values' types are part of the key: ``True == 1 == 1.0``, yet a rule may refuse a bool.
     """
-    key = (op, *in_types, *((k, _kind(v), v) for k, v in attrs.items()))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (op, *in_types, *((k, _kind(v), v) for k, v in attrs.items()))
 
 
 def _kind(v: Any) -> Any:
