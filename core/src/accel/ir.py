@@ -116,6 +116,19 @@ class Node:
         self.outputs: list[Value] = [Value(n, t, self) for n, t in zip(output_names, output_types)]
         self.body = body
 
+    def copy_reading(self, inputs: Sequence[Value]) -> Node:
+        """A copy of this node that reads ``inputs``: same op, attributes and names, new outputs
+        of the same types, the body (of a ``call``) copied."""
+        return Node(
+            self.op,
+            inputs,
+            self.attrs,
+            [v.type for v in self.outputs],
+            name=self.name,
+            output_names=[v.name for v in self.outputs],
+            body=self.body.copy() if self.body is not None else None,
+        )
+
     @property
     def output(self) -> Value:
         """The single output (error if the node has several)."""
@@ -313,15 +326,7 @@ class Graph:
         inputs = [get(v) for v in self._inputs]
         nodes = []
         for node in self._nodes:
-            new = Node(
-                node.op,
-                [get(v) for v in node.inputs],
-                node.attrs,
-                [v.type for v in node.outputs],
-                name=node.name,
-                output_names=[v.name for v in node.outputs],
-                body=node.body.copy() if node.body is not None else None,
-            )
+            new = node.copy_reading([get(v) for v in node.inputs])
             for old_v, new_v in zip(node.outputs, new.outputs):
                 vmap[id(old_v)] = new_v
             nodes.append(new)

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 from accel.backend import Backend, PatternEntry, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
@@ -421,15 +422,7 @@ class _Partitioner:
 
             def host_node(i: int) -> Node:
                 node = self.nodes[i]
-                new = Node(
-                    node.op,
-                    [host_value(v) for v in node.inputs],
-                    node.attrs,
-                    [v.type for v in node.outputs],
-                    name=node.name,
-                    output_names=[v.name for v in node.outputs],
-                    body=node.body.copy() if node.body is not None else None,
-                )
+                new = node.copy_reading([host_value(v) for v in node.inputs])
                 for v in new.outputs:
                     copies[v.name] = v
                 return new
@@ -718,21 +711,24 @@ class _Partitioner:
 
 
 def _pattern_table(backend: Backend) -> list[PatternEntry]:
-    try:
-        return list(backend.pattern_table())
-    except AccelError:
-        raise
-    except Exception as exc:
-        raise PartitionError(f"backend {backend.name}: building its pattern table failed: {exc}") from exc
+    return _ask(backend, "its pattern table", lambda: list(backend.pattern_table()))
 
 
 def _op_checks(backend: Backend) -> frozenset[str]:
+    return _ask(backend, "its op checks", lambda: frozenset(backend.op_checks()))
+
+
+T = TypeVar("T")
+
+
+def _ask(backend: Backend, what: str, build: Callable[[], T]) -> T:
+    """What a plugin hook builds; a failure other than an AccelError is the plugin's PartitionError."""
     try:
-        return frozenset(backend.op_checks())
+        return build()
     except AccelError:
         raise
     except Exception as exc:
-        raise PartitionError(f"backend {backend.name}: building its op checks failed: {exc}") from exc
+        raise PartitionError(f"backend {backend.name}: building {what} failed: {exc}") from exc
 
 
 class _Taken:

@@ -208,17 +208,7 @@ class _LayoutConverter:
         if self.lazy_constants:
             # a partition view holds no node of the graph it views (see layout_view): a copy,
             # reading the same values in the same order, so typed as the original
-            body = node.body.copy() if node.body is not None else None
-            out_types = [o.type for o in node.outputs]
-            new = Node(
-                node.op,
-                inputs,
-                node.attrs,
-                out_types,
-                name=node.name,
-                output_names=[o.name for o in node.outputs],
-                body=body,
-            )
+            new = node.copy_reading(inputs)
             self.rw.nodes.append(new)
         elif all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
             self.rw.nodes.append(node)
