@@ -123,6 +123,7 @@ class _Partitioner:
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
         self.composite_attrs: dict[tuple[str, object], Mapping[str, object]] = {}
+        self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
         # producers and readers by node index, for the unit graph and region boundaries
@@ -537,7 +538,7 @@ class _Partitioner:
             call = Node(
                 CALL_OP,
                 call_args,
-                {"compiler": backend.name},
+                self.call_attrs[b],
                 [v.type for v in body_outputs],
                 name=host.fresh_name(pname),
                 output_names=call_out_names,
