@@ -124,7 +124,8 @@ class _LayoutConverter:
 
     def as_perm(self, v: Value, p: Perm) -> Value:
         """A value holding ``transpose(v, p)`` (``v`` an original value)."""
-        nv, cur = self.get(v)
+        found = self.rep.get(id(v))
+        nv, cur = (v, identity_perm(v.type.rank)) if found is None else found
         if cur == p:
             return nv
         key = (id(v), p)
