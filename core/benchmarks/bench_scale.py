@@ -14,7 +14,7 @@ what ``accel inspect model.onnx [--backends testbackend]`` does:
 - report: the text report ``accel inspect`` prints.
 
 Every (size, backend) case runs in a fresh Python process, as the command
-would. CPU time (``time.process_time``) and wall time are both given: the
+would, and like it freezes what each stage built (``accel.ir.freeze_after_pauses``). CPU time (``time.process_time``) and wall time are both given: the
 machine is shared, and wall time counts the other jobs' share too. Goals:
 < 10 s for 100k nodes, and 100k / 10k ≤ 11 (linear would be 10).
 
@@ -42,11 +42,13 @@ def run_case(path: str, backends: list[str]) -> dict:
 
     import accel  # noqa: F401  (first: see accel/_cpu.py)
     from accel.frontend.onnx import import_model
+    from accel.ir import freeze_after_pauses
     from accel.partition import partition_graph
     from accel.passes import simplify
     from accel.render import print_report
     from accel.target import CompositeTarget
 
+    freeze_after_pauses()  # as the accel command does (accel.cli.main)
     instances = CompositeTarget.from_backends(backends).instantiate() if backends else []
     times: dict[str, list[float]] = {}
 

@@ -106,6 +106,25 @@ def test_type_rules_are_enforced():
         g2.lint()
 
 
+def test_remembered_type_rules_tell_values_of_other_types_apart():
+    """A rule's result is remembered by op, input types and attributes: a bool is not the int it equals,
+    a shape is not the tuple of floats it equals, and a refusal is not remembered (it names its node)."""
+    from accel.ops.registry import infer_node_types
+
+    x = TensorType((2, 3), "float32")
+    assert infer_node_types("nn.softmax", [x], {"axis": 1})[1] == [x]
+    with pytest.raises(TypeInferenceError, match="axis must be an integer"):
+        infer_node_types("nn.softmax", [x], {"axis": True}, node="a")
+    with pytest.raises(TypeInferenceError, match="'b'"):
+        infer_node_types("nn.softmax", [x], {"axis": True}, node="b")
+    assert infer_node_types("reshape", [x], {"newshape": (3, 2)})[1] == [TensorType((3, 2), "float32")]
+    with pytest.raises(TypeInferenceError):
+        infer_node_types("reshape", [x], {"newshape": (3.0, 2.0)})
+    # the same op on other types is inferred for them
+    y = TensorType((4, 5), "float32")
+    assert infer_node_types("nn.softmax", [y], {"axis": 1})[1] == [y]
+
+
 def test_json_npy_round_trip(tmp_path):
     g = small_graph()
     q = QuantParams([0.5, 0.25, 0.125], [1, 2, 3], axis=1)

@@ -792,6 +792,20 @@ def test_macs():
     assert _macs("nn.batch_matmul", [((1, 4, 5), F32), ((3, 6, 5), F32)]) == 3 * 4 * 6 * 5
 
 
+@pytest.mark.parametrize("kernel_layout", ["OIHW", "OHWI", "HWIO"])
+@pytest.mark.parametrize("groups", [1, 2, 6])
+def test_conv_macs_are_the_geometry_s(kernel_layout: str, groups: int) -> None:
+    """The MAC count taken from the weight's elements per output channel is the geometry's count."""
+    from accel.ops.geometry import conv2d_geometry
+
+    dims = {"O": 12, "I": 6 // groups, "H": 3, "W": 2}
+    weight = tuple(dims[c] for c in kernel_layout)
+    attrs = {"groups": groups, "kernel_layout": kernel_layout, "strides": (2, 1), "padding": (1, 0, 2, 1)}
+    x = (2, 6, 9, 7)
+    full, _ = infer_node_types("nn.conv2d", [TensorType(x, F32), TensorType(weight, F32)], attrs)
+    assert _macs("nn.conv2d", [(x, F32), (weight, F32)], attrs) == conv2d_geometry(full, x, weight).macs
+
+
 # --------------------------------------------------------------------------------------
 # small-tensor paths: the index gathers against the strided / phase kernels, bit for bit
 #

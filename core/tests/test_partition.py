@@ -478,3 +478,22 @@ def test_elementwise_region_stays_in_its_backend_layout_when_its_check_refuses_t
     assert [p.backend for p in r.report.partitions] == ["planar", "nhwcrelu"]
     assert [n.op for n in r.graph.nodes].count("transpose") == 3
     _same_results(g, r)
+
+
+def test_names_the_partitioner_makes_are_new_in_the_input_graph():
+    """Partition calls and boundary transposes get names no node or value of the model has,
+    though the host graph is built node by node (a model may use ``nhwc_0`` itself)."""
+    b = _x()
+    s = b.op("sigmoid", b.x["x"])
+    y = _conv(b, s, 4, 4)
+    g = b.done(b.op("sigmoid", y))
+    first, last = g.nodes[0], g.nodes[-1]
+    first.name, first.outputs[0].name = "nhwc_0", "nhwc_0_layout"
+    last.name, last.outputs[0].name = "nhwc_0_layout_0", "out"
+    g.lint()
+    r = partition_graph(g, [NhwcConv()])
+    assert [p.name for p in r.report.partitions] == ["nhwc_0"]
+    names = [n.name for n in r.graph.nodes]
+    assert len(set(names)) == len(names) and "nhwc_0" in names  # the model's node keeps its name
+    assert sum(n.op == "transpose" for n in r.graph.nodes) == 2
+    _same_results(g, r)  # lints: value names unique too

@@ -18,6 +18,7 @@ from accel.passes import (
     fold_batch_norm,
     fold_constants,
     infer_types,
+    qdq_to_qnn,
     simplify,
 )
 
@@ -362,3 +363,27 @@ def test_simplify_is_linear():
         results.append(dict(counts))
     assert results[0]["copy"] == results[1]["copy"] <= 8
     assert results[1]["infer"] <= 4.5 * results[0]["infer"]
+
+
+@pytest.mark.parametrize("pass_", [fold_constants, fold_batch_norm, qdq_to_qnn])
+def test_a_pass_asked_not_to_sweep_keeps_dead_nodes_and_simplify_sweeps_once(pass_, monkeypatch):
+    """``dce=False`` leaves nodes nobody reads (with or without a rewrite); ``simplify`` sweeps once, at its end."""
+    import sys
+
+    import accel.passes.dce as dce
+
+    # the modules (``accel.passes`` re-exports their functions under the same names)
+    fbn, fc, q = (sys.modules[f"accel.passes.{m}"] for m in ("fold_batch_norm", "fold_constants", "qdq_to_qnn"))
+    b = Builder(x=(4, 6))
+    x = b.x["x"]
+    b.op("exp", x)  # dead
+    g = b.done(b.op("nn.relu", b.op("add", x, b.op("add", b.randc(6), b.randc(6)))))  # a foldable add
+    assert "exp" in ops(pass_(g, dce=False))
+    assert "exp" not in ops(pass_(g))
+    sweeps = []
+    real = dce.remove_dead_nodes
+    for module in (dce, fbn, fc, q):  # each pass's own reference to the sweep
+        monkeypatch.setattr(module, "remove_dead_nodes", lambda graph, **kw: sweeps.append(1) or real(graph, **kw))
+    out = simplify(g)
+    assert "exp" not in ops(out) and len(sweeps) == 1
+    assert_same(g, out)

@@ -116,3 +116,24 @@ def test_partitioning_leaves_its_input_as_it_was(materialize: bool) -> None:
     assert [(id(n), n.name, list(n.inputs), list(n.outputs), n.attrs) for n in graph.nodes] == nodes
     assert [(id(v), v.name, v.type, v.producer, v.const) for v in graph.values()] == values
     graph.lint()
+
+
+def test_freezing_after_pauses_leaves_built_objects_out_of_collections() -> None:
+    """``freeze_after_pauses`` (what the ``accel`` command turns on): a pause's objects end frozen."""
+    import gc
+
+    from accel.ir import collector_paused, freeze_after_pauses
+
+    gc.unfreeze()
+    try:
+        with collector_paused():
+            accel.import_onnx(modelgen.chain(40).SerializeToString())
+        assert gc.get_freeze_count() == 0  # off by default: a library caller keeps collecting
+        freeze_after_pauses()
+        with collector_paused():
+            graph = accel.import_onnx(modelgen.chain(40).SerializeToString())
+        assert gc.get_freeze_count() > 0
+        assert not any(obj is graph for obj in gc.get_objects())  # no collection walks it
+    finally:
+        freeze_after_pauses(False)
+        gc.unfreeze()

@@ -161,3 +161,136 @@ def test_float_conv_runs_from_several_threads_at_once():
         for _ in range(3):
             for got, want in zip(pool.map(run, inputs), wants):
                 close(got, want)
+
+
+def gelu_erf(y):
+    return 0.5 * y * (1 + np.vectorize(math.erf, otypes=[np.float64])(y / math.sqrt(2)))
+
+
+def act(y, ops):
+    return gelu_erf(y) if ops == [("gelu_erf", 0, 0)] else activate(y, ops)
+
+
+ACTIVATIONS = [
+    [("relu", 0, 0)],
+    [("clip", 0, 6)],
+    [("clip", -1, 0.5)],
+    [("sigmoid", 0, 0)],
+    [("tanh", 0, 0)],
+    [("gelu_tanh", 0, 0)],
+    [("gelu_erf", 0, 0)],
+]
+
+
+def with_edges(x, rng, huge=False):
+    """x with NaN, ±Inf (and, with huge, ±3e38) at random places."""
+    x = x.copy()
+    flat = x.reshape(-1)
+    places = rng.choice(flat.size, size=max(4, flat.size // 50), replace=False)
+    values = [np.nan, np.inf, -np.inf] + ([3e38, -3e38] if huge else [])
+    flat[places] = np.array(values, np.float32)[np.arange(places.size) % len(values)]
+    return x
+
+
+def same_nans_as_unfused(got, pre, ops):
+    """NaN wherever the layer without activations has NaN (the reference: act(NaN) = NaN); where
+    it is finite, the activation of the unfused result (what an activation makes of ±Inf is its
+    own matter: GELU gives NaN for -Inf, as the reference's formula does)."""
+    assert np.isnan(got[np.isnan(pre)]).all()
+    finite = np.isfinite(pre)
+    assert not np.isnan(got[finite]).any()
+    want = act(pre[finite].astype(np.float64), ops)
+    scale = max(1.0, float(np.abs(want).max(initial=0)))
+    assert float(np.abs(got[finite] - want).max(initial=0)) / scale <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "ops", ACTIVATIONS, ids=lambda ops: ops[0][0] + (str(ops[0][1]) if ops[0][0] == "clip" else "")
+)
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_float_conv_keeps_nan_through_its_activations(ops, layout):
+    """NaN, ±Inf and values whose sums overflow in the input (and zero weights, so Inf x 0 makes
+    NaN): NaN comes out exactly where the convolution without activations gives NaN."""
+    p = probe()
+    rng = np.random.default_rng(21)
+    for g in (geometry(9, 11, 16, 24, p=1), geometry(12, 12, 32, 32, groups=32, s=2, p=1), geometry(7, 9, 12, 20, k=1)):
+        w = (rng.standard_normal((g["oc"], g["kh"], g["kw"], g["c"] // g["groups"])) * 0.2).astype(np.float32)
+        w[rng.random(w.shape) < 0.2] = 0.0
+        b = rng.standard_normal(g["oc"]).astype(np.float32)
+        for huge in (False, True):
+            x = with_edges(rng.standard_normal((g["batch"], g["h"], g["w"], g["c"])).astype(np.float32), rng, huge)
+            xin = np.ascontiguousarray(x if layout == "nhwc" else x.transpose(0, 3, 1, 2))
+            got = p.float_conv(g, xin, w, b, ops, layout, "ohwi", 2, 1)[0]
+            pre = p.float_conv(g, xin, w, b, [], layout, "ohwi", 2, 1)[0]
+            assert np.isnan(pre).any()
+            same_nans_as_unfused(got, pre, ops)
+
+
+def test_float_conv_with_non_finite_weights_checks_every_input():
+    """A NaN weight (or bias) makes NaN from any input: the NaN pass runs every time."""
+    p = probe()
+    rng = np.random.default_rng(4)
+    g = geometry(8, 8, 8, 8, p=1)
+    w = (rng.standard_normal((8, 3, 3, 8)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    relu = [("relu", 0, 0)]
+    assert 0 < p.float_conv_nan_limit(g, w, b, relu) < 3.5e38
+    assert p.float_conv_nan_limit(g, w, b, []) == np.inf
+    assert p.float_conv_nan_limit(g, np.zeros_like(w), b, relu) == np.finfo(np.float32).max
+    w[3, 1, 1, 2] = np.nan
+    assert p.float_conv_nan_limit(g, w, b, relu) == -1
+    x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
+    got = p.float_conv(g, x, w, b, relu, "nhwc", "ohwi", 1, 1)[0]
+    assert np.isnan(got[..., 3]).all() and not np.isnan(np.delete(got, 3, axis=3)).any()
+    w[3, 1, 1, 2] = 0.0
+    b[5] = np.inf
+    assert p.float_conv_nan_limit(g, w, b, relu) == -1
+
+
+@pytest.mark.parametrize(
+    "ops", ACTIVATIONS, ids=lambda ops: ops[0][0] + (str(ops[0][1]) if ops[0][0] == "clip" else "")
+)
+def test_float_dense_keeps_nan_through_its_activations(ops):
+    p = probe()
+    rng = np.random.default_rng(9)
+    for m, k, n in ((1, 64, 10), (7, 300, 33)):
+        w = (rng.standard_normal((n, k)) * 0.1).astype(np.float32)
+        w[rng.random(w.shape) < 0.2] = 0.0
+        b = rng.standard_normal(n).astype(np.float32)
+        x = with_edges(rng.standard_normal((m, k)).astype(np.float32), rng, huge=True)
+        got, _impl = p.float_dense(x, w, b, ops, 2)
+        pre, _impl = p.float_dense(x, w, b, [], 2)
+        assert np.isnan(pre).any()
+        same_nans_as_unfused(got, pre, ops)
+
+
+def reference_max_pool(x_nchw, k, s, pads):
+    xp = np.pad(x_nchw, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=-np.inf)
+    oh = (xp.shape[2] - k[0]) // s[0] + 1
+    ow = (xp.shape[3] - k[1]) // s[1] + 1
+    out = np.full((*x_nchw.shape[:2], oh, ow), -np.inf, np.float32)
+    for y in range(k[0]):
+        for x in range(k[1]):
+            out = np.maximum(out, xp[:, :, y : y + (oh - 1) * s[0] + 1 : s[0], x : x + (ow - 1) * s[1] + 1 : s[1]])
+    return out  # np.maximum propagates NaN
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_max_pool_nan_returns_nan_for_windows_holding_one(layout):
+    p = probe()
+    rng = np.random.default_rng(3)
+    for shape, k, s, pads in (
+        ((1, 16, 13, 12), (3, 3), (2, 2), (1, 1, 1, 1)),
+        ((2, 8, 9, 9), (2, 2), (2, 2), (0, 0, 1, 1)),
+    ):
+        for edges in (False, True):
+            x = rng.standard_normal(shape).astype(np.float32)
+            if edges:
+                x = with_edges(x, rng)
+            want = reference_max_pool(x, k, s, pads)
+            xin = np.ascontiguousarray(x if layout == "nchw" else x.transpose(0, 2, 3, 1))
+            got = p.pool(xin, list(k), list(s), list(pads), "max", layout, True, 2)
+            if layout == "nhwc":
+                got = got.transpose(0, 3, 1, 2)
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            assert np.array_equal(got[~np.isnan(want)], want[~np.isnan(want)])

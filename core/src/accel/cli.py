@@ -30,6 +30,7 @@ from rich.text import Text
 import accel
 from accel.errors import AccelError, InputError
 from accel.files import check_output, open_regular, physical_memory, write_output
+from accel.ir import freeze_after_pauses
 from accel.limits import fmt_bytes
 
 app = typer.Typer(
@@ -813,6 +814,8 @@ def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one-line errors, exit code 2 for user errors (with or without --debug)."""
     args, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     _state["debug"] = debug
+    if argv is None:  # the command itself, a process that compiles once and exits (not a caller's main([...]))
+        freeze_after_pauses()
     if not args:
         args = ["--help"]
     try:

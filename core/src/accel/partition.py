@@ -37,15 +37,16 @@ from __future__ import annotations
 import heapq
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
-from accel.backend import Backend, RegionInfo, count_work
+from accel.backend import Backend, PatternEntry, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
-from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused
+from accel.ir import CALL_OP, Graph, Node, TensorType, Value, collector_paused, freeze_attrs
 from accel.ops.registry import Layout, get_op
-from accel.passes._rewrite import permute_quant
+from accel.passes._rewrite import identity_perm, permuted_type
 from accel.passes.dce import remove_dead_nodes
 from accel.passes.layout import contiguous_constants, layout_view
 from accel.pattern import LABELS_ATTR, Match, MatchFailure, PatternMatcher, composite_labels
@@ -107,23 +108,39 @@ class _Partitioner:
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
         if len(self.index) != n:
             graph.lint(check_types=False)  # names a duplicate
-        # The host copy: host nodes are its nodes; NCHW regions take theirs.
-        self.host = graph.copy()
+        # The host copy, made when a backend of the model's layout needs it as its view
+        # (its regions take their nodes from it); otherwise host nodes are copied one by one.
+        self._host: Graph | None = None
         self.views: dict[str, tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]] = {}
+        self.tables = [_pattern_table(b) for b in backends]
         for b in backends:
             if b.layout not in self.views:
                 if b.layout == layout:
                     view = self.host
-                    origin = {id(v): (v.name, tuple(range(v.type.rank))) for v in view.values()}
+                    origin = {id(v): (v.name, identity_perm(v.type.rank)) for v in view.values()}
                 else:
                     view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
+        self.composite_attrs: dict[tuple[str, object], Mapping[str, object]] = {}
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
-        # producers by node index, for the unit graph
-        producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
-        self.deps = [sorted({producer[id(v)] for v in node.inputs if id(v) in producer}) for node in self.nodes]
+        # producers and readers by node index, for the unit graph and region boundaries
+        producer = self.producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
+        # (a node reading a value twice lists its producer twice: harmless where deps are read)
+        self.deps = [[producer[id(v)] for v in node.inputs if id(v) in producer] for node in self.nodes]
+        users: dict[int, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for v in node.inputs:
+                users.setdefault(id(v), []).append(i)
+        self.users = users
+
+    @property
+    def host(self) -> Graph:
+        """A copy of the input graph, for views in the model's layout (made on first use)."""
+        if self._host is None:
+            self._host = self.graph.copy()
+        return self._host
 
     # -- steps 2-4 ------------------------------------------------------------------------
     def run(self) -> None:
@@ -146,12 +163,7 @@ class _Partitioner:
         self.labels: dict[int, tuple[tuple[object, ...], ...]] = {}  # unit id -> its pattern labels
         for b, backend in enumerate(self.backends):
             view, vnodes, _ = self.views[backend.layout]
-            try:
-                table = list(backend.pattern_table())
-            except AccelError:
-                raise
-            except Exception as exc:
-                raise PartitionError(f"backend {backend.name}: building its pattern table failed: {exc}") from exc
+            table = self.tables[b]
             if table:
                 self._claim_composites(b, backend, table, view, vnodes)
             for i in range(n):
@@ -173,12 +185,7 @@ class _Partitioner:
         except (TypeError, ValueError) as exc:
             raise PartitionError(f"backend {backend.name}: invalid pattern table: {exc}") from exc
         taken = _Taken(self, b)
-        try:
-            own_checks = frozenset(backend.op_checks())
-        except AccelError:
-            raise
-        except Exception as exc:
-            raise PartitionError(f"backend {backend.name}: building its op checks failed: {exc}") from exc
+        own_checks = _op_checks(backend)
         for i in range(len(self.nodes) - 1, -1, -1):
             if self.owner[i] >= 0 or (i, b) in self.banned:
                 continue
@@ -331,8 +338,8 @@ class _Partitioner:
     def profitability(self, *, final: bool = False) -> bool:
         """Send unprofitable regions back; True if any was."""
         rejected = False
-        producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
-        users = self.users = self._users()
+        producer, users, nodes = self.producer, self.users, self.nodes
+        graph_outputs = {id(v) for v in self.graph.outputs}
         self.region_stats: dict[int, tuple[int, int, int]] = {}
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
@@ -348,12 +355,13 @@ class _Partitioner:
             boundary = 0
             seen: set[int] = set()
             for i in idxs:
-                for v in self.nodes[i].inputs:
+                node = nodes[i]
+                for v in node.inputs:
                     if v.const is None and id(v) not in seen and producer.get(id(v), -1) not in inside:
                         seen.add(id(v))
                         boundary += v.type.nbytes
-                for v in self.nodes[i].outputs:
-                    if self.graph.is_output(v) or any(j not in inside for j in users.get(id(v), ())):
+                for v in node.outputs:
+                    if id(v) in graph_outputs or any(j not in inside for j in users.get(id(v), ())):
                         boundary += v.type.nbytes
             self.region_stats[g] = (work, macs, boundary)
             backend = self.backends[b]
@@ -375,28 +383,52 @@ class _Partitioner:
             self.form_regions()
         return rejected
 
-    def _users(self) -> dict[int, list[int]]:
-        users: dict[int, list[int]] = {}
-        for i, node in enumerate(self.nodes):
-            for v in node.inputs:
-                users.setdefault(id(v), []).append(i)
-        return users
-
     # -- steps 5-6 ------------------------------------------------------------------------
     def build(self) -> PartitionResult:
-        host = self.host
-        host_nodes = host.nodes  # same order and names as self.nodes
         by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
         raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
         transposes: dict[tuple[int, Perm], Value] = {}
+        transpose_attrs: dict[Perm, Mapping[str, object]] = {}  # one frozen mapping per permutation
         new_nodes: list[Node] = []
         reports: list[PartitionReport] = []
         node_part: dict[int, str] = {}
         counters: dict[str, int] = {}
         region_transposes: dict[str, list[Node]] = {}
 
-        original = {v.name: v for v in host.values()}
         graph_outputs = {id(v) for v in self.graph.outputs}
+        if self._host is not None:  # the host copy exists: host nodes are its nodes
+            host = self._host
+            host_nodes = host.nodes  # same order and names as self.nodes
+            original = {v.name: v for v in host.values()}
+
+            def original_value(name: str) -> Value:
+                return original[name]
+
+            def host_node(i: int) -> Node:
+                node = host_nodes[i]
+                node.inputs = [host_value(v) for v in node.inputs]
+                return node
+
+        else:  # only what runs on the host is copied
+            source = {v.name: v for v in self.graph.values()}
+            copies: dict[str, Value] = {}
+
+            def original_value(name: str) -> Value:
+                found = copies.get(name)
+                if found is None:  # a graph input or a constant
+                    v = source[name]
+                    found = copies[name] = Value(v.name, v.type, None, v.const)
+                return found
+
+            def host_node(i: int) -> Node:
+                node = self.nodes[i]
+                new = node.copy_reading([host_value(v) for v in node.inputs])
+                for v in new.outputs:
+                    copies[v.name] = v
+                return new
+
+            host = Graph([original_value(v.name) for v in self.graph.inputs], [], [], name=self.graph.name)
+            host.reserve_names([*source, *self.index])  # fresh names are fresh in the input graph too
 
         # region outputs held in a backend layout, transposed back only when the host (or a
         # region of another layout) reads them: regions of one layout pass them on directly
@@ -413,7 +445,7 @@ class _Partitioner:
 
         def host_value(v: Value) -> Value:
             found = plain_value(v.name)
-            return v if found is None else found
+            return original_value(v.name) if found is None else found
 
         def transpose(v: Value, axes: Perm, region: str) -> Value:
             key = (id(v), axes)
@@ -422,10 +454,17 @@ class _Partitioner:
                 # typed as the transpose rule would type it (the input's type, permuted), without
                 # running the rule again at each of the many region boundaries
                 name = host.fresh_name(f"{region}_layout")
-                out_type = TensorType(
-                    tuple(v.type.shape[a] for a in axes), v.type.dtype, permute_quant(v.type.quant, axes)
+                attrs = transpose_attrs.get(axes)
+                if attrs is None:
+                    attrs = transpose_attrs[axes] = freeze_attrs({"axes": axes})
+                t = Node(
+                    "transpose",
+                    [v],
+                    attrs,
+                    [permuted_type(v.type, axes)],
+                    name=name,
+                    output_names=[host.fresh_name(name)],
                 )
-                t = Node("transpose", [v], {"axes": axes}, [out_type], name=name, output_names=[host.fresh_name(name)])
                 new_nodes.append(t)
                 region_transposes.setdefault(region, []).append(t)
                 out = transposes[key] = t.output
@@ -436,9 +475,7 @@ class _Partitioner:
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
                 for i in idxs:
-                    node = host_nodes[i]
-                    node.inputs = [host_value(v) for v in node.inputs]
-                    new_nodes.append(node)
+                    new_nodes.append(host_node(i))
                 continue
             backend = self.backends[b]
             k = counters.get(backend.name, 0)
@@ -462,7 +499,7 @@ class _Partitioner:
                     name, perm = origin[id(v)]
                     src = raw.get((name, perm))
                     if src is None:
-                        plain = plain_value(name) or original[name]
+                        plain = plain_value(name) or original_value(name)
                         src = plain if _is_identity(perm) else transpose(plain, perm, pname)
                     param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
                     param_names.add(param.name)
@@ -477,12 +514,18 @@ class _Partitioner:
             # (asked of the input graph: a layout view may have dropped dead readers)
             body_outputs: list[Value] = []
             in_region = set(idxs)
+            unread = False  # a value nothing reads: the body keeps a dead node to drop
             for i, nd in zip(idxs, body_nodes):
                 for ov, v in zip(self.nodes[i].outputs, nd.outputs):
-                    if id(ov) in graph_outputs or any(j not in in_region for j in self.users.get(id(ov), ())):
+                    readers = self.users.get(id(ov), ())
+                    if id(ov) in graph_outputs or any(j not in in_region for j in readers):
                         body_outputs.append(v)
+                    elif not readers:
+                        unread = True
             body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
-            self._outline_composites(body, [self.unit[i] for i in idxs])
+            if unread:
+                remove_dead_nodes(body)
+            self._outline_composites(body, idxs, graph_outputs)
             out_names = []
             call_out_names = []
             perms = []
@@ -516,9 +559,9 @@ class _Partitioner:
                 )
             )
 
-        host.outputs = [host_value(v) for v in host.outputs]
+        host.outputs = [host_value(v) for v in self.graph.outputs]
         host.nodes = new_nodes
-        remove_dead_nodes(host)
+        remove_dead_nodes(host, nested=False)  # region bodies are built without dead nodes
         alive = {id(n) for n in host.nodes}
         for rep in reports:
             rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
@@ -527,7 +570,7 @@ class _Partitioner:
     def _host_view(self) -> tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]:
         """The host copy as a view in the model's layout (the view of a backend of that layout)."""
         if self.layout not in self.views:
-            origin = {id(v): (v.name, tuple(range(v.type.rank))) for v in self.host.values()}
+            origin = {id(v): (v.name, identity_perm(v.type.rank)) for v in self.host.values()}
             self.views[self.layout] = (self.host, {nd.name: nd for nd in self.host.nodes}, origin)
         return self.views[self.layout]
 
@@ -544,7 +587,6 @@ class _Partitioner:
         """
         if backend.layout == self.layout:
             return self.layout
-        host_nodes = self._host_view()[1]
         inside = set(idxs)
         for i in idxs:
             node = self.nodes[i]
@@ -553,19 +595,31 @@ class _Partitioner:
             for j in self.deps[i]:
                 if j not in inside and group_layout.get(group_of[j], self.layout) != self.layout:
                     return backend.layout
+        host_nodes = self._host_view()[1]
         for i in idxs:
             host_node = host_nodes[self.nodes[i].name]
             if self._call_check(backend, partial(backend.check_op, host_node), host_node) is not None:
                 return backend.layout
         return self.layout
 
-    def _outline_composites(self, body: Graph, units: list[int]) -> None:
+    def _outline_composites(self, body: Graph, idxs: list[int], graph_outputs: set[int]) -> None:
+        """Make each composite in a region's ``body`` (its nodes are those of ``idxs``) one nested call."""
+        units = [self.unit[i] for i in idxs]
         groups: dict[int, list[Node]] = {}
         for node, u in zip(body.nodes, units):
             if u in self.composite:
                 groups.setdefault(u, []).append(node)
         if not groups:
             return
+        # a member's output leaves its composite when the graph returns it or a node outside reads it
+        leaves: set[int] = set()
+        users = self.users
+        for node, i, u in zip(body.nodes, idxs, units):
+            if u in groups:
+                inner = self.members[u]
+                for ov, v in zip(self.nodes[i].outputs, node.outputs):
+                    if id(ov) in graph_outputs or any(j not in inner for j in users.get(id(ov), ())):
+                        leaves.add(id(v))
         new_nodes: list[Node] = []
         done: set[int] = set()
         remap: dict[int, Value] = {}
@@ -579,7 +633,6 @@ class _Partitioner:
                 continue
             done.add(u)
             members = groups[u]
-            inner = {id(n) for n in members}
             produced = {id(v) for n in members for v in n.outputs}
             params: list[Value] = []
             args: list[Value] = []
@@ -592,17 +645,16 @@ class _Partitioner:
                         args.append(remap.get(id(v), v))
                 if any(id(v) in pmap for v in n.inputs):
                     n.inputs = [pmap.get(id(v), v) for v in n.inputs]
-            outs = [
-                v
-                for n in members
-                for v in n.outputs
-                if body.is_output(v) or any(id(x) not in inner for x in body.users(v))
-            ]
+            outs = [v for n in members for v in n.outputs if id(v) in leaves]
             root = members[-1]
+            key = (self.composite[u], self.labels.get(u, ()))
+            attrs = self.composite_attrs.get(key)
+            if attrs is None:  # one frozen mapping per pattern and label layout, not per composite
+                attrs = self.composite_attrs[key] = freeze_attrs({"composite": key[0], LABELS_ATTR: key[1]})
             call = Node(
                 CALL_OP,
                 args,
-                {"composite": self.composite[u], LABELS_ATTR: self.labels.get(u, ())},
+                attrs,
                 [v.type for v in outs],
                 name=root.name,
                 output_names=[v.name for v in outs],
@@ -616,28 +668,38 @@ class _Partitioner:
 
     def _report(self, node_part: dict[int, str], partitions: list[PartitionReport]) -> Report:
         nodes = []
+        names = [bk.name for bk in self.backends]
+        composite, owner, unit, all_reasons = self.composite, self.owner, self.unit, self.reasons
         for i, node in enumerate(self.nodes):
-            b = self.owner[i]
-            declined = self.backends if b < 0 else self.backends[:b]
+            b = owner[i]
+            given = all_reasons[i]
             reasons = {
-                bk.name: self.reasons[i].get(bk.name, f"{node.op} is not supported by {bk.name}") for bk in declined
+                name: given[name] if name in given else f"{node.op} is not supported by {name}"  # noqa: SIM401 (no text made for a given reason)
+                for name in (names if b < 0 else names[:b])
             }
-            u = self.unit[i]
+            u = unit[i]
+            in_composite = b >= 0 and u in composite
             nodes.append(
                 NodeReport(
-                    name=node.name,
-                    op=node.op,
-                    backend=HOST if b < 0 else self.backends[b].name,
-                    partition=node_part.get(i),
-                    composite=self.composite.get(u) if b >= 0 else None,
-                    reasons=reasons,
-                    inputs=[v.name for v in node.inputs if v.const is None],
-                    outputs=[v.name for v in node.outputs],
-                    composite_root=self.nodes[u].name if b >= 0 and u in self.composite else None,
+                    node.name,
+                    node.op,
+                    HOST if b < 0 else names[b],
+                    node_part.get(i),
+                    composite[u] if in_composite else None,
+                    reasons,
+                    [v.name for v in node.inputs if v.const is None],
+                    [v.name for v in node.outputs],
+                    self.nodes[u].name if in_composite else None,
                 )
             )
         values = [*self.graph.inputs, *(v for node in self.nodes for v in node.outputs)]
-        types = {v.name: str(v.type) for v in values}
+        texts: dict[TensorType, str] = {}  # a graph repeats few types: each written once
+        types = {}
+        for v in values:
+            text = texts.get(v.type)
+            if text is None:
+                text = texts[v.type] = str(v.type)
+            types[v.name] = text
         return Report(
             target=[b.name for b in self.backends],
             nodes=nodes,
@@ -646,6 +708,27 @@ class _Partitioner:
             graph_outputs=[v.name for v in self.graph.outputs],
             types=types,
         )
+
+
+def _pattern_table(backend: Backend) -> list[PatternEntry]:
+    return _ask(backend, "its pattern table", lambda: list(backend.pattern_table()))
+
+
+def _op_checks(backend: Backend) -> frozenset[str]:
+    return _ask(backend, "its op checks", lambda: frozenset(backend.op_checks()))
+
+
+T = TypeVar("T")
+
+
+def _ask(backend: Backend, what: str, build: Callable[[], T]) -> T:
+    """What a plugin hook builds; a failure other than an AccelError is the plugin's PartitionError."""
+    try:
+        return build()
+    except AccelError:
+        raise
+    except Exception as exc:
+        raise PartitionError(f"backend {backend.name}: building {what} failed: {exc}") from exc
 
 
 class _Taken:
@@ -686,4 +769,4 @@ def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int
 
 
 def _is_identity(perm: Perm) -> bool:
-    return perm == tuple(range(len(perm)))
+    return perm == identity_perm(len(perm))

@@ -14,7 +14,7 @@ from typing import Any
 HOST = "host"
 
 
-@dataclass
+@dataclass(slots=True)  # one per node of the input graph: no dict each
 class NodeReport:
     """One node of the input graph."""
 
@@ -39,7 +39,7 @@ class NodeReport:
     composite_root: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionReport:
     """One region offloaded to a backend."""
 

@@ -43,6 +43,16 @@ CALL_OP = "call"
 _DTYPE_SET = frozenset(DTYPES)
 
 
+_ITEMSIZE = {name: np.dtype(name).itemsize for name in DTYPES}
+#: a numpy dtype's name by the dtype (``dtype.name`` is computed in Python each time it is read)
+_NAMES = {np.dtype(name): name for name in DTYPES}
+
+
+def np_dtype_name(dt: np.dtype) -> str:
+    """``dt.name``, looked up for the dtypes of :data:`DTYPES` (numpy computes it in Python each time)."""
+    return _NAMES.get(dt) or dt.name
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalize a numpy dtype, dtype name or type to one of :data:`DTYPES`."""
     if type(dtype) is str and dtype in _DTYPE_SET:
@@ -124,6 +134,15 @@ class TensorType:
     quant: QuantParams | None = field(default=None, compare=True)
     # the element count, computed once (slots, not a dict per type: graphs hold one per value)
     _size: int = field(default=0, init=False, repr=False, compare=False)
+    # the hash, computed on first use (types key the memos of type rules and permutations)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if not h:
+            h = hash((self.shape, self.dtype, self.quant)) or 1
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __post_init__(self) -> None:
         shape = self.shape
@@ -157,7 +176,7 @@ class TensorType:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.np_dtype.itemsize
+        return self._size * _ITEMSIZE[self.dtype]
 
     def with_shape(self, shape: Sequence[int]) -> TensorType:
         return TensorType(tuple(shape), self.dtype, self.quant)
@@ -174,7 +193,7 @@ class TensorType:
 
     @classmethod
     def of(cls, array: np.ndarray, quant: QuantParams | None = None) -> TensorType:
-        return cls(tuple(array.shape), array.dtype.name, quant)
+        return cls(tuple(array.shape), np_dtype_name(array.dtype), quant)
 
 
 _ATOMIC = frozenset({int, float, str, bool, type(None)})

@@ -8,12 +8,14 @@
 // a pool (or makes one), wraps the caller's buffers and runs the kernels in order on its
 // own stream, so one loaded blob runs from several threads at once.
 //
-// Float32 kernels are oneDNN's (convolution, inner product, pooling, binary, eltwise),
-// with ReLU / bounded ReLU fused as post-ops. Quantized convolutions and dense take raw
+// Float32 kernels are oneDNN's: convolution and inner product through accel_sdk's FloatConv /
+// FloatDense (ReLU / bounded ReLU fused, NaN kept as the reference keeps it), pooling (max
+// pooling's NaN through accel_sdk's MaxPoolNan), binary. Quantized convolutions and dense take raw
 // int32 accumulators from oneDNN (accel_sdk/int_ops.hpp, exact on every ISA) and are
 // requantized here by accel_sdk/requantize.hpp, bit for bit as accel.quant defines it;
 // qnn.add, requantize, integer average pools, concatenate and reshape are this file's
 // own (what no library computes with accel's rounding).
+#include <accel_sdk/float_ops.hpp>
 #include <accel_sdk/geometry.hpp>
 #include <accel_sdk/graph_blob.hpp>
 #include <accel_sdk/int_ops.hpp>
@@ -21,7 +23,6 @@
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/runtime.hpp>
 #include <accel_sdk/tensor.hpp>
-#include <accel_sdk/thread_pool.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -162,56 +163,8 @@ struct Prim {
   }
 };
 
-// A constant's bytes reordered once into the layout a primitive chose.
-dnnl::memory pack(const dnnl::memory::desc& user, const void* data, const dnnl::memory::desc& want) {
-  const auto& eng = onednn::engine();
-  dnnl::memory src(user, eng, const_cast<void*>(data));
-  dnnl::memory dst(want, eng);
-  onednn::Stream s;
-  dnnl::reorder(src, dst).execute(s.get(), src, dst);
-  s.wait();
-  return dst;
-}
-
-// A primitive with constant weights (and bias) packed once into its chosen layouts:
-// convolution and inner product run the same way on (src, dst) buffers.
-struct WeightedPrim {
-  Prim prim;
-  dnnl::memory weights, bias;
-  dnnl::memory::desc src_md, dst_md;
-
-  template <class P, class PD>
-  void set(const PD& pd, const dnnl::memory::desc& w_user, const void* w, const dnnl::memory::desc& b_user, const void* b) {
-    prim.set<P>(pd);
-    weights = pack(w_user, w, pd.weights_desc());
-    if (b) bias = pack(b_user, b, pd.bias_desc());
-    src_md = pd.src_desc();
-    dst_md = pd.dst_desc();
-  }
-  void exec(Exec& e, void* src, void* dst) const {
-    const auto& eng = onednn::engine();
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, dnnl::memory(src_md, eng, src)}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dnnl::memory(dst_md, eng, dst)}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, bias);
-    prim.exec(e, std::move(args));
-  }
-};
-
-// fn(begin, end) over [0, n) in `threads` chunks on the sdk's pool (inline when small or 1 thread).
-template <class Fn>
-void chunked(std::size_t n, int threads, std::size_t min_chunk, Fn&& fn) {
-  const std::size_t t = static_cast<std::size_t>(onednn::resolve_threads(threads));
-  const std::size_t chunks = std::min(t, std::max<std::size_t>(1, n / min_chunk));
-  if (chunks <= 1) {
-    fn(std::size_t{0}, n);
-    return;
-  }
-  accel_sdk::parallel_for(chunks, [&](std::size_t i) { fn(n * i / chunks, n * (i + 1) / chunks); });
-}
-
 // ReLU (act 1) or bounded ReLU [0, hi] (act 2) in place, as the reference computes them:
-// NaN stays NaN and -0.0 stays -0.0 (oneDNN's eltwise post-ops turn NaN into 0, so the
-// activation is this loop, run right after the kernel while its output is in cache).
+// NaN stays NaN and -0.0 stays -0.0 (oneDNN's eltwise relu turns NaN into 0).
 void activate(float* p, std::size_t n, std::int64_t act, float hi) {
   if (act == 1) {
     for (std::size_t i = 0; i < n; ++i) p[i] = p[i] < 0.f ? 0.f : p[i];
@@ -223,7 +176,56 @@ void activate(float* p, std::size_t n, std::int64_t act, float hi) {
   }
 }
 
-// -- float32 convolution ------------------------------------------------------------------
+// -- float32 convolution and dense ------------------------------------------------------
+
+// An accel_sdk float32 layer (FloatConv, FloatDense) from the node's one input to its output.
+template <class Op>
+class Layer : public Kernel {
+ public:
+  void run(Exec& e) const override {
+    op_->execute(e.stream, static_cast<const float*>(e.ptr[ins[0]]), static_cast<float*>(e.ptr[outs[0]]));
+  }
+
+ protected:
+  template <class Make>
+  void set(const Ctx& c, const Make& make) {
+    try {
+      op_ = std::make_unique<const Op>(make());
+    } catch (const onednn::Error& e) {
+      c.fail(e.what());  // oneDNN refused the layer: name the node
+    }
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+  static int threads(const Ctx& c) { return static_cast<int>(c.n.attrs.integer("threads")); }
+  // The node's data, constant weights and output (inputs 0, 1, output 0): float32 of rank r.
+  struct Operands {
+    const GraphTensor &x, &w, &y;
+  };
+  static Operands operands(const Ctx& c, int r) {
+    c.arity(2, 3, 1);
+    const Operands o{c.in(0), c.in(1), c.out(0)};
+    c.activation(o.x, "data");
+    c.constant(o.w, "weights");
+    for (const auto* t : {&o.x, &o.w, &o.y}) {
+      c.dtype(*t, ACCEL_FLOAT32, "data, weights and output");
+      c.rank(*t, r, "data, weights and output");
+    }
+    return o;
+  }
+  // The constant float32 bias [outputs] (input 2), or none.
+  static const float* bias(const Ctx& c, std::int64_t outputs) {
+    if (c.n.inputs.size() != 3) return nullptr;
+    const auto& b = c.in(2);
+    c.constant(b, "bias");
+    c.dtype(b, ACCEL_FLOAT32, "bias");
+    if (b.spec.shape != Shape{outputs}) c.fail("bias must be [" + std::to_string(outputs) + "], got " + b.spec.shape.str());
+    return reinterpret_cast<const float*>(b.data);
+  }
+
+ private:
+  std::unique_ptr<const Op> op_;
+};
 
 struct Window {
   std::int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
@@ -250,120 +252,60 @@ void check_conv_shapes(const Ctx& c, const Shape& x, const Shape& w, const Shape
   if (x.elements() == 0 || y.elements() == 0) c.fail("empty tensors are not supported");
 }
 
-// The OHWI weights of a (possibly grouped) convolution as oneDNN's desc.
-dnnl::memory::desc ohwi_desc(const Shape& w, std::int64_t groups, dt type, tag t_plain = tag::ohwi, tag t_group = tag::gohwi) {
-  if (groups == 1) return dnnl::memory::desc({w[0], w[3], w[1], w[2]}, type, t_plain);
-  return dnnl::memory::desc({groups, w[0] / groups, w[3], w[1], w[2]}, type, t_group);
+// The sdk's ConvShape of NHWC data x, OHWI weights w.
+onednn::ConvShape conv_shape(const Shape& x, const Shape& w, std::int64_t groups, const Window& win) {
+  onednn::ConvShape s;
+  s.batch = x[0];
+  s.in_h = x[1];
+  s.in_w = x[2];
+  s.in_channels = x[3];
+  s.out_channels = w[0];
+  s.groups = groups;
+  s.window = {win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, win.pt, win.pl, win.pb, win.pr};
+  return s;
 }
 
-class ConvF32 final : public Kernel {
+// conv2d (+ bias, relu / bounded relu) on NHWC tensors.
+class ConvF32 final : public Layer<onednn::FloatConv> {
  public:
   explicit ConvF32(const Ctx& c) {
-    c.arity(2, 3, 1);
-    const auto& x = c.in(0);
-    const auto& w = c.in(1);
-    const auto& y = c.out(0);
-    c.activation(x, "data");
-    c.constant(w, "weights");
-    for (const auto* t : {&x, &w, &y}) c.dtype(*t, ACCEL_FLOAT32, "every tensor");
-    c.rank(x, 4, "data");
-    c.rank(w, 4, "weights");
-    c.rank(y, 4, "output");
+    const auto [x, w, y] = operands(c, 4);
     const std::int64_t groups = c.integer("groups", 1, 1 << 20);
     const Window win = conv_window(c, w.spec.shape[1], w.spec.shape[2]);
     check_conv_shapes(c, x.spec.shape, w.spec.shape, y.spec.shape, groups, win);
     const std::int64_t act = c.integer("activation", 0, 2);
     const float act_max = static_cast<float>(c.n.attrs.number("act_max"));
     if (act == 2 && !(act_max > 0.f && std::isfinite(act_max))) c.fail("bounded relu needs act_max > 0");
-    const bool bias = c.n.inputs.size() == 3;
-    if (bias) {
-      const auto& b = c.in(2);
-      c.constant(b, "bias");
-      c.dtype(b, ACCEL_FLOAT32, "bias");
-      if (b.spec.shape.elements() != static_cast<std::size_t>(w.spec.shape[0]) || b.spec.shape.rank() != 1) c.fail("bias must be [O]");
-    }
-    const auto& eng = onednn::engine();
-    const auto src_md = nhwc_desc(x.spec.shape, dt::f32);
-    const auto dst_md = nhwc_desc(y.spec.shape, dt::f32);
-    const auto w_user = ohwi_desc(w.spec.shape, groups, dt::f32);
-    const auto w_any = dnnl::memory::desc(w_user.get_dims(), dt::f32, tag::any);
-    const auto b_md = bias ? dnnl::memory::desc({w.spec.shape[0]}, dt::f32, tag::x) : dnnl::memory::desc();
-    auto attr = user_scratchpad();
-    act_ = act;
-    act_max_ = act_max;
-    threads_ = static_cast<int>(c.n.attrs.integer("threads"));
-    out_elems_ = y.spec.shape.elements();
-    onednn::guard("conv2d " + c.n.name, [&] {
-      dnnl::convolution_forward::primitive_desc pd(
-          eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, w_any, b_md, dst_md,
-          {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl}, {win.pb, win.pr}, attr);
-      prim_.set<dnnl::convolution_forward>(pd, w_user, w.data, b_md, bias ? c.in(2).data : nullptr);
-    });
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
-    scratch_bytes = prim_.prim.scratch;
+    onednn::FloatConvSpec spec;
+    spec.shape = conv_shape(x.spec.shape, w.spec.shape, groups, win);
+    spec.weights = reinterpret_cast<const float*>(w.data);
+    spec.weight_layout = onednn::WeightLayout::ohwi;
+    spec.bias = bias(c, w.spec.shape[0]);
+    if (act == 1) spec.post_ops = {onednn::PostOp::relu()};
+    if (act == 2) spec.post_ops = {onednn::PostOp::clip(0.f, act_max)};
+    // NHWC in and out: the tensors of the partition, no reorders
+    const auto src_md = nhwc_desc(x.spec.shape, dt::f32), dst_md = nhwc_desc(y.spec.shape, dt::f32);
+    set(c, [&] { return onednn::FloatConv(spec, threads(c), &src_md, &dst_md); });
   }
-
-  void run(Exec& e) const override {
-    prim_.exec(e, e.ptr[ins[0]], e.ptr[outs[0]]);
-    if (act_ != 0) {
-      float* y = static_cast<float*>(e.ptr[outs[0]]);
-      chunked(out_elems_, threads_, 1 << 15, [&](std::size_t a, std::size_t b) { activate(y + a, b - a, act_, act_max_); });
-    }
-  }
-
- private:
-  std::int64_t act_ = 0;
-  float act_max_ = 0.f;
-  int threads_ = 0;
-  std::size_t out_elems_ = 0;
-  WeightedPrim prim_;
 };
 
-// -- float32 dense ------------------------------------------------------------------------
-
-class DenseF32 final : public Kernel {
+// dense (+ bias): [M, K] x [N, K].
+class DenseF32 final : public Layer<onednn::FloatDense> {
  public:
   explicit DenseF32(const Ctx& c) {
-    c.arity(2, 3, 1);
-    const auto& x = c.in(0);
-    const auto& w = c.in(1);
-    const auto& y = c.out(0);
-    c.activation(x, "data");
-    c.constant(w, "weights");
-    for (const auto* t : {&x, &w, &y}) {
-      c.dtype(*t, ACCEL_FLOAT32, "every tensor");
-      c.rank(*t, 2, "data, weights and output");
-    }
+    const auto [x, w, y] = operands(c, 2);
     const auto M = x.spec.shape[0], K = x.spec.shape[1], N = w.spec.shape[0];
     if (w.spec.shape[1] != K || y.spec.shape != Shape{M, N} || M * K * N == 0) {
       c.fail("shapes " + x.spec.shape.str() + " x " + w.spec.shape.str() + " -> " + y.spec.shape.str() + " do not fit");
     }
-    const bool bias = c.n.inputs.size() == 3;
-    if (bias) {
-      const auto& b = c.in(2);
-      c.constant(b, "bias");
-      c.dtype(b, ACCEL_FLOAT32, "bias");
-      if (b.spec.shape != Shape{N}) c.fail("bias must be [N]");
-    }
-    const auto& eng = onednn::engine();
-    const dnnl::memory::desc src_md({M, K}, dt::f32, tag::nc), dst_md({M, N}, dt::f32, tag::nc);
-    const dnnl::memory::desc w_user({N, K}, dt::f32, tag::oi), w_any({N, K}, dt::f32, tag::any);
-    const auto b_md = bias ? dnnl::memory::desc({N}, dt::f32, tag::x) : dnnl::memory::desc();
-    onednn::guard("dense " + c.n.name, [&] {
-      dnnl::inner_product_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, src_md, w_any, b_md, dst_md,
-                                                     user_scratchpad());
-      prim_.set<dnnl::inner_product_forward>(pd, w_user, w.data, b_md, bias ? c.in(2).data : nullptr);
-    });
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
-    scratch_bytes = prim_.prim.scratch;
+    onednn::FloatDenseSpec spec;
+    spec.m = M;
+    spec.k = K;
+    spec.n = N;
+    spec.weights = reinterpret_cast<const float*>(w.data);
+    spec.bias = bias(c, N);
+    set(c, [&] { return onednn::FloatDense(spec, threads(c)); });
   }
-
-  void run(Exec& e) const override { prim_.exec(e, e.ptr[ins[0]], e.ptr[outs[0]]); }
-
- private:
-  WeightedPrim prim_;
 };
 
 // -- pooling ----------------------------------------------------------------------------
@@ -435,6 +377,7 @@ class PoolOneDnn final : public Kernel {
       dnnl::pooling_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, alg, src_md, dst_md, {p.sh, p.sw},
                                                {p.kh, p.kw}, {0, 0}, {p.pt, p.pl}, {p.pb, p.pr}, attr);
       prim_.set<dnnl::pooling_forward>(pd);
+      if (alg == dnnl::algorithm::pooling_max && x.spec.dtype == ACCEL_FLOAT32) nan_ = onednn::MaxPoolNan(pd);
       if (l2_) {
         dnnl::eltwise_forward::primitive_desc sq(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_square,
                                                  src_md, src_md, 0.f, 0.f, user_scratchpad());
@@ -459,9 +402,11 @@ class PoolOneDnn final : public Kernel {
       src = e.scratch;
     }
     prim_.exec(inner, {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, src)}, {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}});
+    nan_.apply(e.stream, static_cast<const float*>(src), static_cast<float*>(e.ptr[outs[0]]));  // float32 max only
   }
 
  private:
+  onednn::MaxPoolNan nan_;
   Prim prim_, square_;
   dnnl::memory::desc src_md_, dst_md_;
   bool l2_ = false;
@@ -827,9 +772,10 @@ class QnnAdd final : public Kernel {
 
 // -- quantized convolution and dense -------------------------------------------------------
 
-// qnn.conv2d / qnn.dense (+ int32 bias, fused relu) + requantize: exact int32 accumulators
-// from oneDNN (accel_sdk/int_ops.hpp, exact on CPUs with and without VNNI), requantized
-// bit for bit by accel_sdk/requantize.hpp, band by band while they are in cache.
+// qnn.conv2d / qnn.dense (+ int32 bias, fused relu) + requantize: accel_sdk's
+// IntConvRequantize, exact int32 accumulators from oneDNN on CPUs with and without VNNI
+// (its int8 path, or its exact float32 path where that is faster), requantized bit for bit
+// by accel_sdk/requantize.hpp, band by band while they are in cache.
 class QnnConv final : public Kernel {
  public:
   QnnConv(const Ctx& c, bool dense) {
@@ -867,13 +813,7 @@ class QnnConv final : public Kernel {
       const Window win = conv_window(c, ws[1], ws[2]);
       check_conv_shapes(c, xs, ws, ys, groups, win);
       O = ws[0];
-      spec.shape.batch = 1;
-      spec.shape.in_h = xs[1];
-      spec.shape.in_w = xs[2];
-      spec.shape.in_channels = xs[3];
-      spec.shape.out_channels = O;
-      spec.shape.groups = groups;
-      spec.shape.window = {win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, win.pt, win.pl, win.pb, win.pr};
+      spec.shape = conv_shape(xs, ws, groups, win);
       spec.data_dtype = x.spec.dtype;
       spec.weight_dtype = w.spec.dtype;
       spec.weights = w.data;
@@ -907,146 +847,16 @@ class QnnConv final : public Kernel {
     for (std::size_t i = 0; i < r.m.size(); ++i) ms.push_back({r.m[i], r.shift[i]});
     quant::ChannelRequantizer rq(static_cast<std::size_t>(O), ms, static_cast<std::int32_t>(r.z_out),
                                  static_cast<std::int32_t>(r.lo), static_cast<std::int32_t>(r.hi), bias);
-    const int threads = static_cast<int>(c.n.attrs.integer("threads"));
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
-    out_dtype_ = y.spec.dtype;
-    threads_ = threads;
-    if (float_exact(spec, dense, xs, ws)) {
-      build_float(c, spec, dense, xs, ws, ys);
-      rq_ = std::move(rq);
-      return;
-    }
-    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype, threads);
+    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype,
+                                                      static_cast<int>(c.n.attrs.integer("threads")));
   }
 
-  void run(Exec& e) const override {
-    if (op_) {
-      op_->run(e.ptr[ins[0]], e.ptr[outs[0]]);
-      return;
-    }
-    // float path: x - z_x as float32, oneDNN's float32 convolution, the (integer) sums as int32
-    float* xf = reinterpret_cast<float*>(e.scratch);
-    float* acc = reinterpret_cast<float*>(e.scratch + in_bytes_);
-    std::uint8_t* prim_scratch = e.scratch + in_bytes_ + acc_bytes_;
-    const float zx = static_cast<float>(zx_);
-    const void* xin = e.ptr[ins[0]];
-    chunked(in_elems_, threads_, 1 << 15, [&](std::size_t a, std::size_t b) {
-      if (signed_) {
-        const auto* x = static_cast<const std::int8_t*>(xin);
-        for (std::size_t i = a; i < b; ++i) xf[i] = static_cast<float>(x[i]) - zx;
-      } else {
-        const auto* x = static_cast<const std::uint8_t*>(xin);
-        for (std::size_t i = a; i < b; ++i) xf[i] = static_cast<float>(x[i]) - zx;
-      }
-    });
-    const auto& eng = onednn::engine();
-    Exec inner{e.stream, e.ptr, prim_scratch};
-    prim_.exec(inner, {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, xf)},
-                       {DNNL_ARG_WEIGHTS, weights_},
-                       {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, acc)}});
-    // every sum is an integer below 2^24 in magnitude: the float -> int32 conversion is exact (in
-    // place), then the requantization, a block of rows per thread
-    auto* acc32 = reinterpret_cast<std::int32_t*>(acc);
-    const std::size_t oc = out_elems_ / rows_;
-    void* out = e.ptr[outs[0]];
-    chunked(rows_, threads_, std::max<std::size_t>(1, (1 << 14) / oc), [&](std::size_t r0, std::size_t r1) {
-      for (std::size_t i = r0 * oc; i < r1 * oc; ++i) acc32[i] = static_cast<std::int32_t>(acc[i]);
-      if (out_dtype_ == ACCEL_UINT8) {
-        rq_.run(acc32 + r0 * oc, r1 - r0, static_cast<std::uint8_t*>(out) + r0 * oc, 1, quant::best_requantize_isa());
-      } else {
-        rq_.run(acc32 + r0 * oc, r1 - r0, static_cast<std::int8_t*>(out) + r0 * oc, 1, quant::best_requantize_isa());
-      }
-    });
-  }
+  void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }
 
  private:
-  // Whether oneDNN's float32 convolution computes this layer's int32 sums exactly: every
-  // partial sum (in any order) is an integer bounded by 255 * sum|w - z_w| of its output
-  // channel, exact in float32 below 2^24. Taken on CPUs without VNNI only (there the int8
-  // path splits the weights into parts, each a full convolution, and runs slower than one
-  // float32 convolution); depthwise int8 convolutions stay one part anyway.
-  bool float_exact(const onednn::IntConvSpec& spec, bool dense, const Shape& xs, const Shape& ws) {
-    if (onednn::int8_exact() || (!dense && spec.shape.depthwise())) return false;
-    if (std::getenv("ACCEL_ACL_INT8_ONLY") != nullptr) return false;  // tests of the int8 path on any CPU
-    const std::int64_t O = ws[0];
-    const std::size_t taps = ws.elements() / static_cast<std::size_t>(O);
-    (void)xs;
-    for (std::int64_t o = 0; o < O; ++o) {
-      const std::size_t zi = spec.weight_zero_points.size() == 1 ? 0 : static_cast<std::size_t>(o);
-      const std::int64_t z = spec.weight_zero_points[zi];
-      std::int64_t sum = 0;
-      for (std::size_t t = 0; t < taps; ++t) {
-        const std::size_t at = static_cast<std::size_t>(o) * taps + t;
-        const std::int64_t v = spec.weight_dtype == ACCEL_INT8 ? static_cast<const std::int8_t*>(spec.weights)[at]
-                                                                 : static_cast<const std::uint8_t*>(spec.weights)[at];
-        sum += v - z < 0 ? z - v : v - z;
-      }
-      if (255 * sum >= (std::int64_t{1} << 24)) return false;
-    }
-    return true;
-  }
-
-  void build_float(const Ctx& c, const onednn::IntConvSpec& spec, bool dense, const Shape& xs, const Shape& ws,
-                   const Shape& ys) {
-    const std::int64_t O = ws[0];
-    const std::size_t taps = ws.elements() / static_cast<std::size_t>(O);
-    std::vector<float> wf(ws.elements());
-    for (std::int64_t o = 0; o < O; ++o) {
-      const std::size_t zi = spec.weight_zero_points.size() == 1 ? 0 : static_cast<std::size_t>(o);
-      const float z = static_cast<float>(spec.weight_zero_points[zi]);
-      for (std::size_t t = 0; t < taps; ++t) {
-        const std::size_t at = static_cast<std::size_t>(o) * taps + t;
-        const float v = spec.weight_dtype == ACCEL_INT8 ? static_cast<const std::int8_t*>(spec.weights)[at]
-                                                        : static_cast<const std::uint8_t*>(spec.weights)[at];
-        wf[at] = v - z;
-      }
-    }
-    signed_ = spec.data_dtype == ACCEL_INT8;
-    zx_ = spec.data_zero_point;
-    in_elems_ = xs.elements();
-    out_elems_ = ys.elements();
-    rows_ = out_elems_ / static_cast<std::size_t>(O);
-    const auto& eng = onednn::engine();
-    onednn::guard("quantized " + std::string(dense ? "dense " : "conv2d ") + c.n.name, [&] {
-      if (dense) {
-        const auto M = xs[0], K = xs[1];
-        src_md_ = dnnl::memory::desc({M, K}, dt::f32, tag::nc);
-        dst_md_ = dnnl::memory::desc({M, O}, dt::f32, tag::nc);
-        const dnnl::memory::desc w_user({O, K}, dt::f32, tag::oi), w_any({O, K}, dt::f32, tag::any);
-        dnnl::inner_product_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, src_md_, w_any,
-                                                       dnnl::memory::desc(), dst_md_, user_scratchpad());
-        prim_.set<dnnl::inner_product_forward>(pd);
-        weights_ = pack(w_user, wf.data(), pd.weights_desc());
-      } else {
-        const auto& win = spec.shape.window;
-        src_md_ = nhwc_desc(xs, dt::f32);
-        dst_md_ = nhwc_desc(ys, dt::f32);
-        const auto w_user = ohwi_desc(ws, spec.shape.groups, dt::f32);
-        const auto w_any = dnnl::memory::desc(w_user.get_dims(), dt::f32, tag::any);
-        dnnl::convolution_forward::primitive_desc pd(
-            eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md_, w_any,
-            dnnl::memory::desc(), dst_md_, {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl},
-            {win.pb, win.pr}, user_scratchpad());
-        prim_.set<dnnl::convolution_forward>(pd);
-        weights_ = pack(w_user, wf.data(), pd.weights_desc());
-      }
-    });
-    in_bytes_ = align_up(in_elems_ * sizeof(float));
-    acc_bytes_ = align_up(out_elems_ * sizeof(float));
-    scratch_bytes = in_bytes_ + acc_bytes_ + prim_.scratch;
-  }
-
-  std::unique_ptr<onednn::IntConvRequantize> op_;  // the int8 path
-  // the float32 path
-  Prim prim_;
-  dnnl::memory weights_;
-  dnnl::memory::desc src_md_, dst_md_;
-  quant::ChannelRequantizer rq_;
-  std::int32_t out_dtype_ = 0, zx_ = 0;
-  int threads_ = 0;
-  bool signed_ = false;
-  std::size_t in_elems_ = 0, out_elems_ = 0, rows_ = 0, in_bytes_ = 0, acc_bytes_ = 0;
+  std::unique_ptr<onednn::IntConvRequantize> op_;
 };
 
 // -- the runtime --------------------------------------------------------------------------

@@ -83,6 +83,15 @@ def network_fp32() -> Graph:
     return b.done(d)
 
 
+def max_pools() -> Graph:
+    """Max pools straight on the input: with the kit's NaN among finite values in a window
+    (oneDNN's max pooling skips NaN; the reference returns it)."""
+    b = GraphBuilder(x=(1, 8, 9, 9))
+    y = b.op("nn.max_pool2d", b.x["x"], pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+    g = b.op("nn.global_max_pool2d", b.op("nn.relu", b.x["x"]))
+    return b.done(y, g)
+
+
 def l2_pool() -> Graph:
     b = GraphBuilder(x=(1, 4, 9, 9))
     y = b.op("nn.conv2d", b.x["x"], b.const(weights(4, 4, 1, 1)))

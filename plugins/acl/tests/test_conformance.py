@@ -31,6 +31,7 @@ class TestConformance(BackendConformance):
                 cases.conv_fp32((1, 8, 11, 9), 8, (5, 5), strides=(2, 2), padding=(2, 2, 2, 2), groups=8),
             ),
             Case("network_fp32", cases.network_fp32()),
+            Case("max_pools", cases.max_pools()),
             Case("l2_pool", cases.l2_pool()),
             Case("qnn_conv_uint8_per_channel", cases.qnn_conv(relu=True, pad=(1, 0, 0, 1))),
             Case("qnn_conv_int8_per_tensor", cases.qnn_conv(dtype="int8", per_channel=False, strides=(2, 2))),

@@ -112,12 +112,5 @@ def _rerun(env: dict[str, str], select: str) -> None:
 @pytest.mark.skipif(os.environ.get("ONEDNN_MAX_CPU_ISA") is not None, reason="already running with a forced ISA")
 def test_forced_isa():
     """This module again with ONEDNN_MAX_CPU_ISA=AVX2: the kernels a CPU without AVX-512 and VNNI runs
-    (there quantized convolutions whose sums stay below 2^24 run as float32 convolutions)."""
-    _rerun({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "not forced_isa and not int8_only")
-
-
-@pytest.mark.skipif(os.environ.get("ACCEL_ACL_INT8_ONLY") is not None, reason="already running int8 only")
-def test_int8_only():
-    """The quantized tests again with every quantized convolution and dense on oneDNN's int8 path
-    (weights split into parts where this CPU needs it), whatever float32 path this CPU would take."""
-    _rerun({"ACCEL_ACL_INT8_ONLY": "1"}, "qnn and not forced_isa")
+    (there accel-sdk's IntConv splits int8 weights into parts, or takes its exact float32 path)."""
+    _rerun({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "not forced_isa")

@@ -10,6 +10,7 @@
 // exit. run() is const: per call it binds the caller's buffers and a per-thread
 // arena to the planned steps, so one loaded blob runs on several threads at once.
 #include <accel_sdk/blob_reader.hpp>
+#include <accel_sdk/float_ops.hpp>
 #include <accel_sdk/geometry.hpp>
 #include <accel_sdk/graph_blob.hpp>
 #include <accel_sdk/onednn.hpp>
@@ -24,7 +25,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -133,30 +133,6 @@ void normalize_row(const float* x, float* y, std::size_t n, float gamma, float b
   const float var = static_cast<float>(sq / static_cast<double>(n));
   const float scale = gamma / std::sqrt(var + eps);
   for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * scale + beta;
-}
-
-// Whether x[0..n) holds a NaN or an infinity (x - x is 0 for every finite x).
-bool has_non_finite(const float* x, std::size_t n) {
-  constexpr std::size_t kChunk = 4096;
-  for (std::size_t at = 0; at < n; at += kChunk) {
-    const std::size_t end = std::min(n, at + kChunk);
-    int bad = 0;
-    for (std::size_t i = at; i < end; ++i) bad |= static_cast<int>((x[i] - x[i]) != 0.f);
-    if (bad) return true;
-  }
-  return false;
-}
-
-// Whether x[0..n) holds a NaN (a branch-free loop the compiler vectorizes).
-bool has_nan(const float* x, std::size_t n) {
-  constexpr std::size_t kChunk = 4096;
-  for (std::size_t at = 0; at < n; at += kChunk) {
-    const std::size_t end = std::min(n, at + kChunk);
-    int bad = 0;
-    for (std::size_t i = at; i < end; ++i) bad |= static_cast<int>(x[i] != x[i]);
-    if (bad) return true;
-  }
-  return false;
 }
 
 // Owned float32 data, 64-byte aligned (oneDNN's preference; numpy's buffers need not be).
@@ -431,26 +407,6 @@ class BnnsRuntime {
     return const_ptrs_.size() - 1;
   }
 
-  // A constant as a oneDNN memory in format `want`, reordered from its plain `from` view once.
-  memory packed(const GraphTensor& t, const memory::desc& from, const memory::desc& want) {
-    Aligned a(t.spec.shape.elements());
-    std::memcpy(a.data.get(), t.data, t.nbytes);
-    memory src(from, onednn::engine(), a.data.get());
-    memory dst(want, onednn::engine());
-    onednn::guard("weight reorder", [&] {
-      dnnl::stream s(onednn::engine());
-      dnnl::reorder(src, dst).execute(s, src, dst);
-      s.wait();
-    });
-    return dst;
-  }
-
-  std::size_t weight_buffer(std::uint32_t t, memory m) {
-    weights_.push_back(m);
-    const_ptrs_.push_back(m.get_data_handle());
-    return add_buffer(t, m.get_desc(), {Slot::CONSTANT, const_ptrs_.size() - 1});
-  }
-
   const GraphTensor& constant_input(const GraphNode& n, std::size_t i, const char* what) const {
     const GraphTensor& t = g_->tensor(n.inputs[i]);
     if (!t.constant()) n.fail(std::string(what) + " '" + t.name + "' must be a constant");
@@ -503,22 +459,37 @@ class BnnsRuntime {
     return step_threads_;
   }
 
-  static dnnl::primitive_attr activation(const GraphNode& n, const std::string& act) {
-    dnnl::primitive_attr attr = user_scratchpad();
-    dnnl::post_ops ops;
-    if (act == "relu") {
-      ops.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    } else if (act == "sigmoid") {
-      ops.append_eltwise(dnnl::algorithm::eltwise_logistic, 0.f, 0.f);
-    } else if (act == "gelu_tanh") {
-      ops.append_eltwise(dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
-    } else if (act == "gelu_erf") {
-      ops.append_eltwise(dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-    } else if (act != "none") {
-      n.fail("activation '" + act + "' is not one of none, relu, sigmoid, gelu_tanh, gelu_erf");
+  // The node's activation, fused into its layer (accel_sdk keeps NaN through it, as the reference).
+  static std::vector<onednn::PostOp> activation(const GraphNode& n) {
+    const std::string& act = n.attrs.string("activation");
+    if (act == "none") return {};
+    if (act == "relu") return {onednn::PostOp::relu()};
+    if (act == "sigmoid") return {onednn::PostOp::sigmoid()};
+    if (act == "gelu_tanh") return {onednn::PostOp::gelu_tanh()};
+    if (act == "gelu_erf") return {onednn::PostOp::gelu_erf()};
+    n.fail("activation '" + act + "' is not one of none, relu, sigmoid, gelu_tanh, gelu_erf");
+  }
+
+  // make() (an accel_sdk layer) as a shared constant; oneDNN's refusal names the node.
+  template <class Op, class Make>
+  static std::shared_ptr<const Op> create(const GraphNode& n, const Make& make) {
+    try {
+      return std::make_shared<const Op>(make());
+    } catch (const onednn::Error& e) {
+      n.fail(e.what());
     }
-    attr.set_post_ops(ops);
-    return attr;
+  }
+
+  // A host step running `op` (accel_sdk's FloatConv or FloatDense) on buffers src -> dst.
+  template <class Op>
+  void add_layer(std::shared_ptr<const Op> op, std::size_t src, std::size_t dst) {
+    Step step;
+    step.host = [op, src, dst](const std::vector<void*>& where, dnnl::stream& stream) {
+      op->execute(stream, static_cast<const float*>(where[src]), static_cast<float*>(where[dst]));
+    };
+    step.uses = {src, dst};
+    step.threads = step_threads_;
+    steps_.push_back(std::move(step));
   }
 
   // -- kernels ----------------------------------------------------------------------------
@@ -549,47 +520,23 @@ class BnnsRuntime {
     const bool has_bias = n.inputs.size() == 3;
     if (has_bias) expect_shape(n, constant_input(n, 2, "bias"), {O}, "bias");
 
-    onednn::ThreadScope narrow(narrow_to(double(N) * O * geo.oh * geo.ow * (C / groups) * KH * KW));
-    const memory::dims wdims = groups == 1 ? memory::dims{O, C, KH, KW} : memory::dims{groups, O / groups, C / groups, KH, KW};
-    const memory::desc w_plain(wdims, dt::f32, groups == 1 ? tag::oihw : tag::goihw);
-    const memory::desc src_any({N, C, H, W}, dt::f32, tag::any);
-    const memory::desc w_any(wdims, dt::f32, tag::any);
-    const memory::desc b_md({O}, dt::f32, tag::a);
-    const memory::desc dst_any({N, O, geo.oh, geo.ow}, dt::f32, tag::any);
-    const dnnl::primitive_attr attr = activation(n, n.attrs.string("activation"));
-    auto pd = onednn::guard("conv2d '" + n.name + "' create", [&] {
-      return dnnl::convolution_forward::primitive_desc(
-          onednn::engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, w_any,
-          has_bias ? b_md : memory::desc(), dst_any, {st[0], st[1]}, {dil[0] - 1, dil[1] - 1}, {pad[0], pad[1]},
-          {pad[2], pad[3]}, attr);
-    });
-    std::vector<Arg> args;
-    const std::size_t src = get(n.inputs[0], pd.src_desc());
-    const std::size_t wb = weight_buffer(n.inputs[1], packed(w, w_plain, pd.weights_desc()));
-    args.push_back({DNNL_ARG_SRC, src, pd.src_desc()});
-    args.push_back({DNNL_ARG_WEIGHTS, wb, pd.weights_desc()});
-    if (has_bias) args.push_back({DNNL_ARG_BIAS, get(n.inputs[2], b_md), b_md});
-    const std::size_t dst = output_buffer(n.outputs[0], pd.dst_desc());
-    args.push_back({DNNL_ARG_DST, dst, pd.dst_desc()});
-    add_step<dnnl::convolution_forward>(pd, std::move(args));
-    if (n.attrs.string("activation") != "none") {
-      // the same formats, so the same packed weights; else weights of its own format
-      auto make = [&](const memory::desc& weights) {
-        return dnnl::convolution_forward::primitive_desc(
-            onednn::engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, pd.src_desc(),
-            weights, has_bias ? b_md : memory::desc(), pd.dst_desc(), {st[0], st[1]}, {dil[0] - 1, dil[1] - 1},
-            {pad[0], pad[1]}, {pad[2], pad[3]}, user_scratchpad());
-      };
-      dnnl::convolution_forward::primitive_desc plain;
-      try {
-        plain = make(pd.weights_desc());
-      } catch (const dnnl::error&) {
-        plain = onednn::guard("conv2d '" + n.name + "' create", [&] { return make(w_any); });
-      }
-      std::size_t wp = kNone;
-      if (plain.weights_desc() != pd.weights_desc()) wp = weight_buffer(n.inputs[1], packed(w, w_plain, plain.weights_desc()));
-      nan_guard(dnnl::convolution_forward(plain), plain.scratchpad_desc(), n.outputs[0], wp);
-    }
+    onednn::FloatConvSpec spec;
+    spec.shape.batch = N;
+    spec.shape.in_h = H;
+    spec.shape.in_w = W;
+    spec.shape.in_channels = C;
+    spec.shape.out_channels = O;
+    spec.shape.groups = groups;
+    spec.shape.window = win;
+    spec.weights = reinterpret_cast<const float*>(w.data);
+    spec.weight_layout = onednn::WeightLayout::oihw;
+    spec.bias = has_bias ? reinterpret_cast<const float*>(g_->tensor(n.inputs[2]).data) : nullptr;
+    spec.post_ops = activation(n);
+    const int threads = narrow_to(double(N) * O * geo.oh * geo.ow * (C / groups) * KH * KW);
+    // its own formats (format_tag::any), weights packed into them once
+    const auto conv = create<onednn::FloatConv>(n, [&] { return onednn::FloatConv(spec, threads); });
+    const std::size_t src = get(n.inputs[0], conv->src_desc());
+    add_layer(conv, src, output_buffer(n.outputs[0], conv->dst_desc()));
   }
 
   void dense(const GraphNode& n) {
@@ -608,39 +555,17 @@ class BnnsRuntime {
     const bool has_bias = n.inputs.size() == 3;
     if (has_bias) expect_shape(n, constant_input(n, 2, "bias"), {N}, "bias");
 
-    onednn::ThreadScope narrow(narrow_to(double(M) * N * K));
-    const memory::desc src_md({M, K}, dt::f32, tag::ab);
-    const memory::desc w_plain({N, K}, dt::f32, tag::ab);
-    const memory::desc w_any({N, K}, dt::f32, tag::any);
-    const memory::desc b_md({N}, dt::f32, tag::a);
-    const memory::desc dst_md({M, N}, dt::f32, tag::ab);
-    const dnnl::primitive_attr attr = activation(n, n.attrs.string("activation"));
-    auto pd = onednn::guard("dense '" + n.name + "' create", [&] {
-      return dnnl::inner_product_forward::primitive_desc(onednn::engine(), dnnl::prop_kind::forward_inference, src_md,
-                                                         w_any, has_bias ? b_md : memory::desc(), dst_md, attr);
-    });
-    std::vector<Arg> args;
-    args.push_back({DNNL_ARG_SRC, get(n.inputs[0], plain_md(dims(n.inputs[0]))), src_md});
-    args.push_back({DNNL_ARG_WEIGHTS, weight_buffer(n.inputs[1], packed(w, w_plain, pd.weights_desc())), pd.weights_desc()});
-    if (has_bias) args.push_back({DNNL_ARG_BIAS, get(n.inputs[2], b_md), b_md});
-    args.push_back({DNNL_ARG_DST, output_buffer(n.outputs[0], plain_md(dims(n.outputs[0]))), dst_md});
-    add_step<dnnl::inner_product_forward>(pd, std::move(args));
-    if (n.attrs.string("activation") != "none") {
-      auto make = [&](const memory::desc& weights) {
-        return dnnl::inner_product_forward::primitive_desc(onednn::engine(), dnnl::prop_kind::forward_inference, src_md,
-                                                           weights, has_bias ? b_md : memory::desc(), dst_md,
-                                                           user_scratchpad());
-      };
-      dnnl::inner_product_forward::primitive_desc plain;
-      try {
-        plain = make(pd.weights_desc());
-      } catch (const dnnl::error&) {
-        plain = onednn::guard("dense '" + n.name + "' create", [&] { return make(w_any); });
-      }
-      std::size_t wp = kNone;
-      if (plain.weights_desc() != pd.weights_desc()) wp = weight_buffer(n.inputs[1], packed(w, w_plain, plain.weights_desc()));
-      nan_guard(dnnl::inner_product_forward(plain), plain.scratchpad_desc(), n.outputs[0], wp);
-    }
+    onednn::FloatDenseSpec spec;
+    spec.m = M;
+    spec.k = K;
+    spec.n = N;
+    spec.weights = reinterpret_cast<const float*>(w.data);
+    spec.bias = has_bias ? reinterpret_cast<const float*>(g_->tensor(n.inputs[2]).data) : nullptr;
+    spec.post_ops = activation(n);
+    const int threads = narrow_to(double(M) * N * K);
+    const auto dense = create<onednn::FloatDense>(n, [&] { return onednn::FloatDense(spec, threads); });
+    const std::size_t src = get(n.inputs[0], plain_md(dims(n.inputs[0])));  // read as [M, K]
+    add_layer(dense, src, output_buffer(n.outputs[0], plain_md(dims(n.outputs[0]))));
   }
 
   void batch_matmul(const GraphNode& n) {
@@ -714,76 +639,17 @@ class BnnsRuntime {
     const std::size_t src = get(n.inputs[0], pd.src_desc());
     const std::size_t dst = output_buffer(n.outputs[0], pd.dst_desc());
     add_step<dnnl::pooling_forward>(pd, {{DNNL_ARG_SRC, src, pd.src_desc()}, {DNNL_ARG_DST, dst, pd.dst_desc()}});
-    if (kind == "max") nan_max_pool(steps_.back(), pd.src_desc(), pd.dst_desc(), src, dst, n.outputs[0]);
-  }
-
-  // The reference keeps NaN through every activation; oneDNN's fused ones may not (relu maps NaN
-  // to 0; on some ISAs sigmoid and GELU clamp it away). A NaN before the activation needs a NaN
-  // or an infinity in the layer's input: only then is the layer run again without its
-  // activation (`plain`: the same formats, so the same packed weights) and its NaNs copied over.
-  // `weights`: a buffer of weights packed for `plain` when its format is not the fused step's.
-  void nan_guard(const dnnl::primitive& plain, const memory::desc& scratchpad, std::uint32_t t, std::size_t weights) {
-    const Step& fused = steps_.back();
-    std::vector<Arg> args(fused.args.begin(), fused.args.end() - 1);  // all but the scratchpad
-    std::size_t src = kNone, dst = kNone;
-    for (Arg& a : args) {
-      if (a.arg == DNNL_ARG_SRC) src = a.buffer;
-      if (a.arg == DNNL_ARG_WEIGHTS && weights != kNone) a = {DNNL_ARG_WEIGHTS, weights, buffers_[weights].md};
-      if (a.arg == DNNL_ARG_DST) {
-        dst = a.buffer;
-        a.buffer = arena_buffer(t, a.md);  // the output without activation
-      }
+    if (kind == "max") {
+      // oneDNN's max pooling skips NaN; accel_sdk's MaxPoolNan returns it for the windows holding one
+      const onednn::MaxPoolNan fix(pd);
+      Step step;
+      step.host = [fix, src, dst](const std::vector<void*>& where, dnnl::stream& stream) {
+        fix.apply(stream, static_cast<const float*>(where[src]), static_cast<float*>(where[dst]));
+      };
+      step.uses = {src, dst};
+      step.threads = step_threads_;
+      steps_.push_back(std::move(step));
     }
-    scratch_bytes_ = std::max(scratch_bytes_, scratchpad.get_size());
-    args.push_back({DNNL_ARG_SCRATCHPAD, scratch_, scratchpad});
-    const std::size_t pre = args[args.size() - 2].buffer;
-    std::vector<std::size_t> uses{src, dst};
-    for (const Arg& a : args) uses.push_back(a.buffer);
-    const std::size_t nx = buffers_[src].md.get_size() / sizeof(float);
-    const std::size_t ny = buffers_[dst].md.get_size() / sizeof(float);
-    Step step;
-    step.host = [=](const std::vector<void*>& where, dnnl::stream& stream) {
-      if (!has_non_finite(static_cast<const float*>(where[src]), nx)) return;
-      std::unordered_map<int, memory> mem;
-      for (const Arg& a : args) mem.emplace(a.arg, memory(a.md, onednn::engine(), where[a.buffer]));
-      plain.execute(stream, mem);
-      stream.wait();
-      const float* p = static_cast<const float*>(where[pre]);
-      float* y = static_cast<float*>(where[dst]);
-      for (std::size_t i = 0; i < ny; ++i) y[i] = p[i] != p[i] ? p[i] : y[i];
-    };
-    step.uses = std::move(uses);
-    step.threads = step_threads_;
-    steps_.push_back(std::move(step));
-  }
-
-  // oneDNN's max pooling skips NaN; the reference (numpy's maximum) returns NaN for a window
-  // holding one. When the input has a NaN, its windows are found by pooling a NaN mask with the
-  // same primitive, and their outputs set to NaN.
-  void nan_max_pool(const Step& pool, const memory::desc& src_md, const memory::desc& dst_md, std::size_t src,
-                    std::size_t dst, std::uint32_t t) {
-    const dnnl::primitive prim = pool.prim;
-    const Arg scratch = pool.args.back();
-    const std::size_t mask = arena_buffer(t, src_md), pooled = arena_buffer(t, dst_md);
-    const std::size_t nx = src_md.get_size() / sizeof(float), ny = dst_md.get_size() / sizeof(float);
-    Step step;
-    step.host = [=](const std::vector<void*>& where, dnnl::stream& stream) {
-      const float* x = static_cast<const float*>(where[src]);
-      if (!has_nan(x, nx)) return;
-      float* m = static_cast<float*>(where[mask]);
-      for (std::size_t i = 0; i < nx; ++i) m[i] = x[i] != x[i] ? 1.f : 0.f;
-      memory mm(src_md, onednn::engine(), m), pm(dst_md, onednn::engine(), where[pooled]);
-      memory sp(scratch.md, onednn::engine(), where[scratch.buffer]);
-      prim.execute(stream, {{DNNL_ARG_SRC, mm}, {DNNL_ARG_DST, pm}, {DNNL_ARG_SCRATCHPAD, sp}});
-      stream.wait();
-      const float* p = static_cast<const float*>(where[pooled]);
-      float* y = static_cast<float*>(where[dst]);
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      for (std::size_t i = 0; i < ny; ++i) y[i] = p[i] > 0.f ? nan : y[i];
-    };
-    step.uses = {src, dst, mask, pooled, scratch.buffer};
-    step.threads = step_threads_;
-    steps_.push_back(std::move(step));
   }
 
   // Statistics per (instance, channel) row, accumulated in float64 (oneDNN's batch normalization,
@@ -832,7 +698,6 @@ class BnnsRuntime {
   std::vector<Buffer> buffers_;
   std::vector<Step> steps_;
   std::vector<Aligned> constants_;
-  std::vector<memory> weights_;   // packed weights (own their data)
   std::vector<void*> const_ptrs_;  // constant slot -> its data
   std::size_t arena_bytes_ = 0;
   int step_threads_ = 0;           // threads of the kernel being planned (narrow_to)

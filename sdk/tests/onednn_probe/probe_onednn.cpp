@@ -197,6 +197,7 @@ std::vector<onednn::PostOp> post_ops(const std::vector<std::tuple<std::string, f
     else if (kind == "sigmoid") out.push_back(onednn::PostOp::sigmoid());
     else if (kind == "tanh") out.push_back(onednn::PostOp::tanh());
     else if (kind == "gelu_tanh") out.push_back(onednn::PostOp::gelu_tanh());
+    else if (kind == "gelu_erf") out.push_back(onednn::PostOp::gelu_erf());
     else throw std::invalid_argument("unknown post-op " + kind);
   }
   return out;
@@ -249,6 +250,51 @@ py::tuple float_dense(const py::array_t<float, py::array::c_style>& x, const py:
   py::array_t<float> out({spec.m, spec.n});
   dense.run(x.data(), out.mutable_data());
   return py::make_tuple(out, dense.impl());
+}
+
+// FloatConv's input bound for its NaN check (see float_ops.hpp).
+float float_conv_nan_limit(const py::dict& g, const py::array_t<float, py::array::c_style>& w,
+                           const std::optional<py::array_t<float>>& bias,
+                           const std::vector<std::tuple<std::string, float, float>>& ops) {
+  onednn::FloatConvSpec spec;
+  spec.shape = shape_of(g);
+  if (static_cast<std::size_t>(w.size()) != spec.shape.weight_count()) throw std::invalid_argument("weight size");
+  spec.weights = w.data();
+  spec.weight_layout = onednn::WeightLayout::ohwi;
+  spec.bias = bias ? bias->data() : nullptr;
+  spec.post_ops = post_ops(ops);
+  return onednn::FloatConv(spec, 1).nan_limit();
+}
+
+// A float32 max (or average) pooling of NCHW or NHWC data, with or without MaxPoolNan.
+py::array_t<float> pool(const py::array_t<float, py::array::c_style>& x, const std::vector<std::int64_t>& kernel,
+                        const std::vector<std::int64_t>& strides, const std::vector<std::int64_t>& padding,
+                        const std::string& kind, const std::string& layout, bool nan_fix, int threads) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  if (x.ndim() != 4 || kernel.size() != 2 || strides.size() != 2 || padding.size() != 4) throw std::invalid_argument("shapes");
+  const bool nhwc = layout == "nhwc";
+  const std::int64_t N = x.shape(0), C = x.shape(nhwc ? 3 : 1), H = x.shape(nhwc ? 1 : 2), W = x.shape(nhwc ? 2 : 3);
+  const std::int64_t OH = (H + padding[0] + padding[2] - kernel[0]) / strides[0] + 1;
+  const std::int64_t OW = (W + padding[1] + padding[3] - kernel[1]) / strides[1] + 1;
+  const tag t = nhwc ? tag::nhwc : tag::nchw;
+  const dnnl::memory::desc src({N, C, H, W}, dt::f32, t), dst({N, C, OH, OW}, dt::f32, t);
+  onednn::ThreadScope scope(threads);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::pooling_forward::primitive_desc pd(
+      onednn::engine(), dnnl::prop_kind::forward_inference,
+      kind == "max" ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding, src, dst,
+      {strides[0], strides[1]}, {kernel[0], kernel[1]}, {0, 0}, {padding[0], padding[1]}, {padding[2], padding[3]}, attr);
+  const onednn::MaxPoolNan fix(pd);
+  py::array_t<float> out(nhwc ? std::vector<py::ssize_t>{N, OH, OW, C} : std::vector<py::ssize_t>{N, C, OH, OW});
+  onednn::Stream stream;
+  const dnnl::memory s(src, onednn::engine(), const_cast<float*>(x.data())), d(dst, onednn::engine(), out.mutable_data());
+  const dnnl::memory scratch(pd.scratchpad_desc(), onednn::engine(), onednn::thread_scratchpad(pd.scratchpad_desc().get_size()));
+  dnnl::pooling_forward(pd).execute(stream.get(), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, scratch}});
+  stream.wait();
+  if (nan_fix) fix.apply(stream.get(), x.data(), out.mutable_data());
+  return out;
 }
 
 // Two FloatConvs chained in their own formats: one reorder in, one out (what a graph runtime does).
@@ -374,5 +420,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   m.def("float_conv", &float_conv);
   m.def("float_dense", &float_dense);
   m.def("float_conv_chain", &float_conv_chain);
+  m.def("float_conv_nan_limit", &float_conv_nan_limit);
+  m.def("pool", &pool);
   m.def("int_conv_requantize", &int_conv_requantize);
 }

@@ -53,6 +53,7 @@ from accel.ir import (
 )
 from accel.limits import MAX_FOLD_BYTES, check_depth, fmt_bytes
 from accel.ops.registry import OpContext, Qdq, get_op, infer_node_types
+from accel.tensor_types import np_dtype_name
 
 __all__ = [
     "FOLD_ONLY_OPS",
@@ -598,7 +599,7 @@ class _Importer:
         except Exception as exc:
             raise ModelError(f"{what}: its data does not match its type and shape ({exc})") from None
         arr = np.asarray(arr)
-        if arr.dtype.name != dtype or tuple(arr.shape) != tuple(dims):
+        if np_dtype_name(arr.dtype) != dtype or tuple(arr.shape) != tuple(dims):
             raise ModelError(f"{what}: decoded {arr.dtype.name}{list(arr.shape)}, declared {dtype}{dims}")
         return arr
 
@@ -727,28 +728,32 @@ class _Importer:
                 if o in defined:
                     raise GraphError(f"node {_label(node, i)} writes {o!r}, which is also a graph input or initializer")
                 producers[o] = i
-        deps: list[set[int]] = []
+        ordered = True  # every node after the producers of what it reads (as most files are)
         for i, names in enumerate(node_inputs):
-            d: set[int] = set()
             for name in names:
                 if not name:
                     continue
                 j = producers.get(name)
-                if j is not None:
-                    d.add(j)
-                elif name not in defined:
-                    raise ModelError(
-                        f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or initializer defines"
-                    )
+                if j is None:
+                    if name not in defined:
+                        raise ModelError(
+                            f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or "
+                            "initializer defines"
+                        )
+                elif j >= i:
+                    ordered = False
                 read.add(name)
-            deps.append(d)
-        order, stuck = stable_topological_order(deps)
-        if stuck is not None:
-            raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
+        if ordered:
+            order: list[int] = list(range(len(nodes)))  # the stable order is the file's own
+        else:
+            deps = [{producers[n] for n in names if n in producers} for names in node_inputs]
+            order, stuck = stable_topological_order(deps)
+            if stuck is not None:
+                raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
         # names the ONNX graph gives (omitted optional inputs and outputs, "", name nothing)
         self.reserved.update(read, producers, given, (v.name for v in g.output))
         self.reserved.discard("")
-        return [nodes[i] for i in order]
+        return nodes if ordered else [nodes[i] for i in order]
 
     def run(self) -> Graph:
         g = self.g
@@ -798,7 +803,7 @@ class _Importer:
         self.label = label = repr(node_name) if node_name else _label(node, index)
         self.node_name = self._fresh_node(node_name or f"{op_type}_{index}")
         self.node_names.discard(self.node_name)  # the first IR node of this ONNX node takes it
-        self.hint = next((o for o in outputs if o), node_name or op_type)
+        self.hint = outputs[0] if outputs and outputs[0] else next((o for o in outputs if o), node_name or op_type)
         domain = node.domain
         if domain == "ai.onnx":
             domain = ""

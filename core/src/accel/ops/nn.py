@@ -854,8 +854,13 @@ def _prepare_conv2d(ctx: OpContext) -> Callable[..., np.ndarray]:
 
 
 def conv2d_macs(ctx: OpContext) -> int:
-    """Multiply-accumulates of an ``nn.conv2d`` or ``qnn.conv2d`` node."""
-    return conv2d_geometry(ctx.attrs, ctx.in_types[0].shape, ctx.in_types[1].shape).macs
+    """Multiply-accumulates of an ``nn.conv2d`` or ``qnn.conv2d`` node.
+
+    Each output element takes (input channels per group) x kernel height x kernel
+    width of them: the weight's elements per output channel (its geometry's ``macs``).
+    """
+    weight = ctx.in_types[1]
+    return ctx.out_types[0].size * (weight.size // weight.shape[ctx.attrs["kernel_layout"].index("O")])
 
 
 @register_op(

@@ -335,7 +335,25 @@ def infer_node_types(
     if n < lo or (hi is not None and n > hi):
         expected = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
         raise TypeInferenceError(f"node {node!r} ({op}): takes {expected} inputs, got {n}")
+    # remembered by the attributes as given: a hit needs neither completing nor freezing them
+    given = signature(op, in_types, attrs if attrs is not None else _NO_ATTRS)
+    key: tuple[Any, ...] | None = given
+    try:
+        found = _INFERRED.get(given)
+    except TypeError:  # given as lists, say: remembered by the frozen attributes instead
+        key = found = None
+    if found is not None:
+        return found[0], list(found[1])
     full = complete_attrs(opdef, attrs, node)
+    if key is None:
+        frozen = signature(op, in_types, full)
+        key = frozen
+        try:
+            found = _INFERRED.get(frozen)
+        except TypeError:  # an attribute value that cannot be hashed: not remembered
+            key = found = None
+        if found is not None:
+            return full, list(found[1])
     try:
         out = opdef.infer(full, *in_types)
     except TypeInferenceError as exc:
@@ -343,7 +361,37 @@ def infer_node_types(
         prefix = f"node {node!r} ({op})" if node else op
         raise TypeInferenceError(msg if msg.startswith(prefix) else f"{prefix}: {msg}") from None
     types = [out] if isinstance(out, TensorType) else list(out)
+    if key is not None:
+        if len(_INFERRED) >= _INFERRED_LIMIT:
+            _INFERRED.clear()
+        _INFERRED[key] = (full, tuple(types))
     return full, types
+
+
+def signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A key of what a node's type rule sees: op, input types, attributes (hashing it raises
+    TypeError when an attribute value cannot be hashed, a list say).
+
+    The values' types are part of the key: ``True == 1 == 1.0``, yet a rule may refuse a bool.
+    """
+    return (op, *in_types, *((k, _kind(v), v) for k, v in attrs.items()))
+
+
+def _kind(v: Any) -> Any:
+    """The type of an attribute value, and of each item of a tuple, nested ones included."""
+    t = type(v)
+    if t is not tuple:
+        return t
+    return tuple(_kind(x) if type(x) is tuple else type(x) for x in v)
+
+
+#: (op, input types, attributes as given) -> (attributes completed and frozen, output types), as
+#: the op's rule inferred them. A type rule is a function of exactly these (its errors are not
+#: kept), and a network repeats a few layer shapes many times: a transformer export of 100k
+#: nodes has some hundred distinct keys. The frozen attributes are shared by those nodes.
+_INFERRED: dict[tuple[Any, ...], tuple[Mapping[str, Any], tuple[TensorType, ...]]] = {}
+_NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
+_INFERRED_LIMIT = 1 << 14
 
 
 _LOADED = False

@@ -40,11 +40,11 @@ def simplify(graph: Graph, *, in_place: bool = False) -> Graph:
             g = graph
         else:
             g = infer_types(graph)
-        g = qdq_to_qnn(g, in_place=True)
-        g = fold_constants(g, in_place=True)
-        g = fold_batch_norm(g, in_place=True)
-        g = fold_constants(g, in_place=True)
-        g = eliminate_dead_code(g, in_place=True)
+        g = qdq_to_qnn(g, in_place=True, dce=False)
+        g = fold_constants(g, in_place=True, dce=False)
+        g = fold_batch_norm(g, in_place=True, dce=False)
+        g = fold_constants(g, in_place=True, dce=False)
+        g = eliminate_dead_code(g, in_place=True)  # one sweep for all of them
         g.lint(check_types=False)
     return g
 

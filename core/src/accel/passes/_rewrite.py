@@ -12,17 +12,24 @@ outputs' names (callers look results up by name), and drops dead nodes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from accel.errors import AccelError, GraphError
-from accel.ir import Graph, Node, QuantParams, Value
+from accel.ir import Graph, Node, QuantParams, TensorType, Value
 from accel.ops.registry import OpContext, get_op, infer_node_types
 
 
 def is_identity(perm: Sequence[int]) -> bool:
-    return all(i == p for i, p in enumerate(perm))
+    return tuple(perm) == identity_perm(len(perm))
+
+
+@cache
+def identity_perm(rank: int) -> tuple[int, ...]:
+    """``(0, 1, ..., rank - 1)``, one object per rank."""
+    return tuple(range(rank))
 
 
 def permute_quant(q: QuantParams | None, perm: Sequence[int]) -> QuantParams | None:
@@ -30,6 +37,25 @@ def permute_quant(q: QuantParams | None, perm: Sequence[int]) -> QuantParams | N
     if q is None or q.axis is None:
         return q
     return QuantParams(q.scale, q.zero_point, list(perm).index(q.axis % len(perm)))
+
+
+def permuted_type(t: TensorType, perm: tuple[int, ...]) -> TensorType:
+    """The type of ``transpose(x, perm)`` for ``x`` of type ``t``, as the transpose rule gives it.
+
+    One object per distinct result: a network repeats a few types at many layout
+    boundaries, so this neither runs the rule nor builds a new type each time.
+    """
+    key = (t, perm)
+    found = _PERMUTED.get(key)
+    if found is None:
+        found = TensorType(tuple(t.shape[a] for a in perm), t.dtype, permute_quant(t.quant, perm))
+        if len(_PERMUTED) >= 1 << 14:
+            _PERMUTED.clear()
+        _PERMUTED[key] = found
+    return found
+
+
+_PERMUTED: dict[tuple[TensorType, tuple[int, ...]], TensorType] = {}
 
 
 def transposed_const(graph: Graph, value: Value, perm: Sequence[int], hint: str | None = None) -> Value:
@@ -186,9 +212,13 @@ class Rewriter:
         ``sort=False`` when the pass emitted every node after its inputs (saves a toposort).
         """
         g = self.graph
-        for node in self.nodes:
-            if any(id(v) in self._subst for v in node.inputs):
-                node.inputs = [self.value(v) for v in node.inputs]
+        subst = self._subst
+        if subst:
+            for node in self.nodes:
+                for v in node.inputs:
+                    if id(v) in subst:
+                        node.inputs = [self.value(x) for x in node.inputs]
+                        break
         g.nodes = self.nodes
         g.outputs = [self.value(v) for v in self._outputs]
         if sort:

@@ -18,15 +18,22 @@ def eliminate_dead_code(graph: Graph, *, in_place: bool = False) -> Graph:
     return g
 
 
-def remove_dead_nodes(g: Graph) -> None:
-    """In-place dead-code elimination of a graph the caller owns (one backward sweep)."""
+def remove_dead_nodes(g: Graph, *, nested: bool = True) -> None:
+    """In-place dead-code elimination of a graph the caller owns (one backward sweep).
+
+    ``nested``: also clean the bodies of kept ``call`` nodes (off for a caller
+    that built those bodies without dead nodes).
+    """
     live: set[int] = {id(v) for v in g.outputs}
+    add = live.add
     kept = []
     for node in reversed(g.nodes):
-        if any(id(v) in live for v in node.outputs):
+        outs = node.outputs
+        if id(outs[0]) in live if len(outs) == 1 else any(id(v) in live for v in outs):
             kept.append(node)
-            live.update(id(v) for v in node.inputs)
-            if node.body is not None:
+            for v in node.inputs:
+                add(id(v))
+            if nested and node.body is not None:
                 remove_dead_nodes(node.body)
     if len(kept) != len(g.nodes):
         kept.reverse()

@@ -11,7 +11,7 @@ from accel.passes._rewrite import Rewriter, evaluate
 from accel.passes.dce import remove_dead_nodes
 
 
-def fold_batch_norm(graph: Graph, *, in_place: bool = False) -> Graph:
+def fold_batch_norm(graph: Graph, *, in_place: bool = False, dce: bool = True) -> Graph:
     """``linear → [bias] → nn.batch_norm`` becomes ``linear' → nn.bias_add``.
 
     With ``s = gamma / sqrt(var + eps)``: the weight's output channels are
@@ -28,17 +28,21 @@ def fold_batch_norm(graph: Graph, *, in_place: bool = False) -> Graph:
     up to float rounding (parameters combined in float64), output names kept,
     nodes left without readers removed. With ``in_place`` the pass rewrites
     ``graph`` itself and returns it; otherwise the input graph is not modified.
+
+    ``dce=False`` leaves nodes without readers in place (:func:`~accel.passes.simplify`
+    sweeps once, at its end).
     """
     g = graph if in_place else graph.copy()
     if not any(node.op == "nn.batch_norm" for node in g.nodes):
-        remove_dead_nodes(g)  # nothing to fold: what the sweep would leave
+        if dce:
+            remove_dead_nodes(g)  # nothing to fold: what the sweep would leave
         return g
     rw = Rewriter(g)
     for node in g.nodes:
         if node.op == "nn.batch_norm" and _fold(node, rw):
             continue
         rw.keep(node)
-    return rw.finish()
+    return rw.finish(dce=dce)
 
 
 def _fold(bn: Node, rw: Rewriter) -> bool:

@@ -15,7 +15,9 @@ from accel.passes.qdq_to_qnn import qdq_protected_nodes
 DEFAULT_MAX_BYTES = 16 << 20
 
 
-def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES, in_place: bool = False) -> Graph:
+def fold_constants(
+    graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES, in_place: bool = False, dce: bool = True
+) -> Graph:
     """Evaluate nodes whose inputs are all constants; simplify trivial data movement.
 
     A node reading only constants is run once with its reference kernel and
@@ -33,10 +35,14 @@ def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES, in_place
     names kept, nodes left without readers removed. With ``in_place`` the pass
     rewrites ``graph`` itself and returns it; otherwise the input graph is not
     modified.
+
+    ``dce=False`` leaves nodes without readers in place (:func:`~accel.passes.simplify`
+    sweeps once, at its end).
     """
     g = graph if in_place else graph.copy()
     if not any(node.op in _MOVES or _all_constant(node) for node in g.nodes):
-        remove_dead_nodes(g)  # nothing to fold or simplify: what the sweep would leave
+        if dce:
+            remove_dead_nodes(g)  # nothing to fold or simplify: what the sweep would leave
         return g
     protected = qdq_protected_nodes(g)
     rw = Rewriter(g)
@@ -48,7 +54,7 @@ def fold_constants(graph: Graph, *, max_bytes: int = DEFAULT_MAX_BYTES, in_place
             continue
         if not _simplify(node, inputs, rw):
             rw.keep(node)
-    return rw.finish()
+    return rw.finish(dce=dce)
 
 
 _MOVES = ("reshape", "transpose", "cast")  # what _simplify rewrites

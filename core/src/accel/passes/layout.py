@@ -18,6 +18,8 @@ transpose per graph input and per 4-D graph output.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -25,7 +27,7 @@ import numpy as np
 from accel.errors import GraphError
 from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, freeze_attrs
 from accel.ops.registry import Layout, LayoutRule, get_op, infer_node_types
-from accel.passes._rewrite import Rewriter, is_identity, permute_quant, transposed_const
+from accel.passes._rewrite import Rewriter, identity_perm, is_identity, permute_quant, permuted_type, transposed_const
 
 LAYOUTS = ("NCHW", "NHWC")
 #: the kernel layout of a convolution held in NHWC (for NCHW: the op's default kernel layout)
@@ -34,6 +36,7 @@ _NHWC_KERNEL = "OHWI"
 Perm = tuple[int, ...]
 
 
+@cache
 def layout_perm(src: str, dst: str) -> Perm:
     """The ``axes`` of the transpose taking a tensor laid out as ``src`` to ``dst``."""
     return tuple(src.index(c) for c in dst)
@@ -78,16 +81,16 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     # No copy: the view is built of new nodes only (each op converted, or copied by
     # ``default``) over the graph's own inputs and constants, which nothing changes.
     g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
-    names = {id(v): v.name for v in g.values()}
+    # the graph's inputs and constants stand for themselves (the view reads them as they are), ...
+    origin: dict[int, tuple[str, Perm]] = {
+        id(v): (v.name, identity_perm(v.type.rank)) for v in (*g.inputs, *g.constants())
+    }
     conv = _LayoutConverter(g, layout, lazy_constants=True)
-    view = conv.run()
-    origin: dict[int, tuple[str, Perm]] = {}
-    for v in view.values():
-        if id(v) in names:
-            origin[id(v)] = (names[id(v)], tuple(range(v.type.rank)))
+    view = conv.run()  # (the converter rewrites g into the view)
+    # ... and each value the conversion made stands for a value of the graph (whose name the
+    # view leaves alone: it renames only values of its own), permuted
     for new_id, (old, p) in conv.origin.items():
-        if id(old) in names:
-            origin[new_id] = (names[id(old)], p)
+        origin[new_id] = (old.name, p)
     return view, origin
 
 
@@ -111,13 +114,12 @@ class _LayoutConverter:
         self.lazy_constants = lazy_constants
         #: id(new value) -> (original value, p) with new = transpose(original, p)
         self.origin: dict[int, tuple[Value, Perm]] = {}
-        self.types: dict[tuple[TensorType, Perm], TensorType] = {}
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
         found = self.rep.get(id(v))
         if found is None:
-            return v, tuple(range(v.type.rank))
+            return v, identity_perm(v.type.rank)
         return found
 
     def as_perm(self, v: Value, p: Perm) -> Value:
@@ -132,7 +134,7 @@ class _LayoutConverter:
         axes = tuple(cur.index(i) for i in p)
         if nv.const is not None and self.lazy_constants:
             view = np.transpose(nv.const, axes)
-            out = Value(self.g.fresh_name(nv.name), TensorType.of(view, permute_quant(nv.type.quant, axes)), None, view)
+            out = Value(self.g.fresh_name(nv.name), permuted_type(nv.type, axes), None, view)
         elif nv.const is not None:
             out = transposed_const(self.g, nv, axes)
         else:
@@ -142,14 +144,15 @@ class _LayoutConverter:
         return out
 
     def plain(self, v: Value) -> Value:
-        return self.as_perm(v, tuple(range(v.type.rank)))
+        return self.as_perm(v, identity_perm(v.type.rank))
 
     def set_rep(self, old: Value, new: Value, p: Perm) -> None:
-        want = tuple(old.type.shape[i] for i in p)
-        if new.type.shape != want:
-            raise GraphError(
-                f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
-            )
+        if new.type is not old.type or not is_identity(p):  # not trivially the shape it must have
+            want = tuple(old.type.shape[i] for i in p)
+            if new.type.shape != want:
+                raise GraphError(
+                    f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
+                )
         self.rep[id(old)] = (new, p)
         self.origin[id(new)] = (old, p)
 
@@ -163,7 +166,7 @@ class _LayoutConverter:
         """
         if perm is not None and self.lazy_constants:
             full = freeze_attrs(old.attrs if attrs is None else attrs)
-            types = [self._permuted(o.type, perm) for o in old.outputs]
+            types = [permuted_type(o.type, perm) for o in old.outputs]
         else:
             full, types = infer_node_types(
                 old.op, [v.type for v in inputs], old.attrs if attrs is None else attrs, body=old.body, node=old.name
@@ -173,15 +176,6 @@ class _LayoutConverter:
         )
         self.rw.nodes.append(node)
         return node
-
-    def _permuted(self, t: TensorType, perm: Perm) -> TensorType:
-        """``t`` permuted by ``perm``; one object per distinct result (a graph repeats few types)."""
-        key = (t, perm)
-        found = self.types.get(key)
-        if found is None:
-            found = TensorType(tuple(t.shape[i] for i in perm), t.dtype, permute_quant(t.quant, perm))
-            self.types[key] = found
-        return found
 
     # -- the sweep -----------------------------------------------------------------------
     def run(self) -> Graph:
@@ -214,17 +208,7 @@ class _LayoutConverter:
         if self.lazy_constants:
             # a partition view holds no node of the graph it views (see layout_view): a copy,
             # reading the same values in the same order, so typed as the original
-            body = node.body.copy() if node.body is not None else None
-            out_types = [o.type for o in node.outputs]
-            new = Node(
-                node.op,
-                inputs,
-                node.attrs,
-                out_types,
-                name=node.name,
-                output_names=[o.name for o in node.outputs],
-                body=body,
-            )
+            new = node.copy_reading(inputs)
             self.rw.nodes.append(new)
         elif all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
             self.rw.nodes.append(node)
@@ -232,7 +216,7 @@ class _LayoutConverter:
         else:
             new = self.make(node, inputs)
         for o, n in zip(node.outputs, new.outputs, strict=True):
-            self.set_rep(o, n, tuple(range(o.type.rank)))
+            self.set_rep(o, n, identity_perm(o.type.rank))
 
     # -- handlers (return False to fall back to ``default``) -----------------------------
     def transpose(self, node: Node) -> bool:
@@ -257,14 +241,14 @@ class _LayoutConverter:
         data = self.as_perm(node.inputs[0], p)
         weight = self.as_perm(node.inputs[1], layout_perm(kernel_src, kernel_dst))
         new = self.make(
-            node, [data, weight], {**node.attrs, "data_layout": self.layout, "kernel_layout": kernel_dst}, perm=p
+            node, [data, weight], _replaced(node.attrs, data_layout=self.layout, kernel_layout=kernel_dst), perm=p
         )
         self.set_rep(node.output, new.output, p)
         return True
 
     def spatial(self, node: Node) -> bool:
         p = layout_perm(node.attrs["layout"], self.layout)
-        new = self.make(node, [self.as_perm(node.inputs[0], p)], {**node.attrs, "layout": self.layout}, perm=p)
+        new = self.make(node, [self.as_perm(node.inputs[0], p)], _replaced(node.attrs, layout=self.layout), perm=p)
         self.set_rep(node.output, new.output, p)
         return True
 
@@ -285,7 +269,7 @@ class _LayoutConverter:
             return False
         attrs = node.attrs
         if attrs.get("axis") is not None:  # per-axis (de)quantization
-            attrs = {**attrs, "axis": p.index(attrs["axis"] % rank)}
+            attrs = _replaced(attrs, axis=p.index(attrs["axis"] % rank))
         inputs = []
         for v in node.inputs:
             if v.const is None:
@@ -316,7 +300,7 @@ class _LayoutConverter:
         if p is None:
             return False
         inputs = [self.as_perm(v, p) if v.type.rank == rank else self.plain(v) for v in node.inputs]
-        new = self.make(node, inputs, {**node.attrs, "axis": p.index(node.attrs["axis"] % rank)}, perm=p)
+        new = self.make(node, inputs, _replaced(node.attrs, axis=p.index(node.attrs["axis"] % rank)), perm=p)
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, p)
         return True
@@ -341,3 +325,8 @@ class _LayoutConverter:
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, out_p)
         return True
+
+
+def _replaced(attrs: Mapping[str, Any], **changes: str | int) -> Mapping[str, Any]:
+    """A node's (frozen) attributes with some replaced by a string or an integer: frozen as they are."""
+    return MappingProxyType({**attrs, **changes})

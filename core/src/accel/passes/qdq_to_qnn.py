@@ -52,7 +52,7 @@ _AVERAGE_EXTRA_BITS = 12
 _INT32_MAX = (1 << 31) - 1
 
 
-def qdq_to_qnn(graph: Graph, *, in_place: bool = False) -> Graph:
+def qdq_to_qnn(graph: Graph, *, in_place: bool = False, dce: bool = True) -> Graph:
     """Rewrite QDQ groups into qnn ops (see the module docstring for the groups).
 
     Requires: a typed graph in topological order. Guarantees: every rewritten
@@ -61,10 +61,14 @@ def qdq_to_qnn(graph: Graph, *, in_place: bool = False) -> Graph:
     are unchanged; the float nodes and dequantizes left without readers are
     removed; output names are kept. With ``in_place`` the pass rewrites
     ``graph`` itself and returns it; otherwise the input graph is not modified.
+
+    ``dce=False`` leaves nodes without readers in place (:func:`~accel.passes.simplify`
+    sweeps once, at its end).
     """
     g = graph if in_place else graph.copy()
     if not any(_role(node) is Qdq.QUANTIZE for node in g.nodes):
-        remove_dead_nodes(g)  # no group to rewrite: what the sweep would leave
+        if dce:
+            remove_dead_nodes(g)  # no group to rewrite: what the sweep would leave
         return g
     rw = Rewriter(g)
     for node in g.nodes:
@@ -83,7 +87,7 @@ def qdq_to_qnn(graph: Graph, *, in_place: bool = False) -> Graph:
                 rw.replace(node.output, new)
                 continue
         rw.keep(node)
-    return rw.finish()
+    return rw.finish(dce=dce)
 
 
 def qdq_protected_nodes(graph: Graph) -> set[int]:

@@ -1,9 +1,21 @@
 // accel_sdk/float_ops.hpp: float32 convolution and dense layers through oneDNN.
 //
 //   FloatConv   conv2d + bias + fused activations (relu, clip / bounded relu, sigmoid,
-//               tanh, gelu_tanh), groups, stride, padding, dilation, batch;
+//               tanh, gelu_tanh, gelu_erf), groups, stride, padding, dilation, batch;
 //   FloatDense  [M, K] x [N, K]^T + bias + the same activations (oneDNN inner product);
+//   MaxPoolNan  what a float32 max pooling primitive needs to return NaN for windows
+//               holding one;
 //   Reorder     a cached reorder between two memory formats.
+//
+// NaN. The reference (numpy, ONNX) keeps NaN through every activation and through max
+// pooling; oneDNN does not always: its relu and clip map NaN to 0 and on some ISAs its
+// sigmoid and GELU clamp it away, and its max pooling skips NaN. FloatConv and FloatDense
+// compute the activations fused and stay exact: at create they bound the input magnitude
+// below which no pre-activation value can be NaN (finite weights and bias, and no sum that
+// can overflow); at run, one vectorized read of the input checks that bound, and only an
+// input past it (a NaN, an infinity, a huge value) runs the layer a second time without its
+// activations (a primitive made at create, in the same formats) and copies its NaNs over.
+// Values are the fused primitive's otherwise, bit for bit.
 //
 // Formats. A primitive picks its own data formats (format_tag::any; on x86 a blocked
 // format such as nChw8c, measured ~3x faster than plain NCHW), and its weights are
@@ -12,7 +24,8 @@
 // differs, with reorder primitives made at create. A runtime chaining layers skips
 // those: it creates each next layer with the previous one's dst_desc() as its source
 // format, reorders once into the first layer's src_desc() and once out of the last
-// layer's dst_desc(), and calls execute() in between.
+// layer's dst_desc(), and calls execute() in between; one that keeps every tensor in one
+// layout names it as both formats (src_format, dst_format) and never reorders.
 //
 // Threads as in onednn.hpp: each op keeps its thread count (<= 0: every core) and sets it
 // around create and run. run() and execute() are const and may be called from several
@@ -23,8 +36,10 @@
 #include <accel_sdk/onednn.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,9 +50,9 @@ namespace onednn {
 // The caller's data layout at run(): NHWC (channels last) or NCHW (planar).
 enum class Layout { nhwc, nchw };
 
-// An activation fused into the primitive, applied in order.
+// An activation fused into the primitive, applied in order (NaN in, NaN out: see above).
 struct PostOp {
-  enum class Kind { relu, clip, sigmoid, tanh, gelu_tanh };
+  enum class Kind { relu, clip, sigmoid, tanh, gelu_tanh, gelu_erf };
   Kind kind = Kind::relu;
   float lo = 0.0f, hi = 0.0f;  // clip's bounds (bounded relu: lo = 0)
 
@@ -46,6 +61,7 @@ struct PostOp {
   static PostOp sigmoid() { return {Kind::sigmoid, 0.0f, 0.0f}; }
   static PostOp tanh() { return {Kind::tanh, 0.0f, 0.0f}; }
   static PostOp gelu_tanh() { return {Kind::gelu_tanh, 0.0f, 0.0f}; }
+  static PostOp gelu_erf() { return {Kind::gelu_erf, 0.0f, 0.0f}; }
 };
 
 namespace detail {
@@ -62,6 +78,7 @@ inline dnnl::primitive_attr post_op_attr(const std::vector<PostOp>& ops) {
       case PostOp::Kind::sigmoid: po.append_eltwise(dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f); break;
       case PostOp::Kind::tanh: po.append_eltwise(dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f); break;
       case PostOp::Kind::gelu_tanh: po.append_eltwise(dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f); break;
+      case PostOp::Kind::gelu_erf: po.append_eltwise(dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
     }
   }
   dnnl::primitive_attr attr;
@@ -73,6 +90,116 @@ inline dnnl::primitive_attr post_op_attr(const std::vector<PostOp>& ops) {
 inline dnnl::memory::format_tag tag_of(Layout l) {
   return l == Layout::nhwc ? dnnl::memory::format_tag::nhwc : dnnl::memory::format_tag::nchw;
 }
+
+// The largest input magnitude for which no pre-activation value b_o + sum_i x_i w_oi can be
+// NaN: weights and bias finite, and max|x| * max_o sum_i |w_oi| + max|b| at most half of
+// FLT_MAX (a partial sum, in any order and with float32 rounding, then stays finite; an
+// infinity times a zero weight, or two infinities of opposite signs, are what make NaN).
+// -1 when a weight or bias is not finite (every input is then suspect). w: `rows` rows of
+// `row_len` weights, one row per output (bias: `rows` values, or none).
+inline float nan_free_limit(const float* w, std::size_t rows, std::size_t row_len, const float* bias) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  double widest = 0.0, b = 0.0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < row_len; ++i) {
+      const float v = w[r * row_len + i];
+      if (!std::isfinite(v)) return -1.0f;
+      sum += std::fabs(static_cast<double>(v));
+    }
+    widest = std::max(widest, sum);
+    if (bias != nullptr) {
+      if (!std::isfinite(bias[r])) return -1.0f;
+      b = std::max(b, std::fabs(static_cast<double>(bias[r])));
+    }
+  }
+  if (b > kMax / 4) return -1.0f;
+  if (widest == 0.0) return std::numeric_limits<float>::max();  // all zero: finite inputs give 0
+  return static_cast<float>(std::min(kMax, (kMax / 4) / widest));
+}
+
+// Whether one of x[0, n) is NaN or past `limit` in magnitude (limit = infinity: NaN only).
+// A branch-free loop the compiler vectorizes, in chunks (an early exit); on one thread: it
+// reads a layer's input once, a few percent of the layer's time, less than forking a team
+// costs on a busy machine.
+inline bool any_past(const float* x, std::size_t n, float limit) {
+  constexpr std::size_t kChunk = 4096;
+  for (std::size_t at = 0; at < n; at += kChunk) {
+    const std::size_t stop = std::min(n, at + kChunk);
+    int bad = 0;
+    for (std::size_t i = at; i < stop; ++i) bad |= static_cast<int>(!(std::fabs(x[i]) <= limit));
+    if (bad) return true;
+  }
+  return false;
+}
+
+// y[i] = NaN where pre[i] is NaN (pre: the layer's output before its activations).
+inline void copy_nans(const float* pre, float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = pre[i] != pre[i] ? pre[i] : y[i];
+}
+
+// The calling thread's buffer of n floats for the rare second pass (valid until its next use).
+inline float* thread_floats(std::size_t n, int which) {
+  thread_local std::vector<float> buf[2];
+  if (buf[which].size() < n) buf[which].resize(n);
+  return buf[which].data();
+}
+
+// One run of a convolution or inner product: src, its weights (and bias), dst; the calling
+// thread's scratchpad.
+inline void execute_weighted(const dnnl::primitive& prim, const dnnl::memory::desc& scratch, dnnl::stream& stream,
+                             const dnnl::memory& src, const dnnl::memory& weights, const dnnl::memory* bias,
+                             const dnnl::memory& dst) {
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, *bias);
+  args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch, engine(), thread_scratchpad(scratch.get_size())));
+  prim.execute(stream, args);
+}
+
+// The second pass of a layer with activations (see the header): the layer without them, in
+// the fused primitive's formats, its weights shared with the fused one where oneDNN takes
+// their format, and the input magnitude that needs it.
+struct Unfused {
+  dnnl::primitive prim;
+  dnnl::memory weights;
+  dnnl::memory::desc scratch;
+  float limit = -1.0f;
+  bool on = false;  // the layer has activations
+
+  // make(weights_desc) -> the unfused primitive_desc; `fused_weights` in the fused layer's format.
+  template <class P, class PD, class Make>
+  void build(const Make& make, const dnnl::memory& fused_weights, const dnnl::memory::desc& w_any, float nan_limit) {
+    PD pd;
+    try {
+      pd = make(fused_weights.get_desc());
+    } catch (const dnnl::error&) {
+      pd = make(w_any);
+    }
+    prim = P(pd);
+    limit = nan_limit;
+    scratch = pd.scratchpad_desc();
+    weights = fused_weights;
+    if (pd.weights_desc() != fused_weights.get_desc()) {
+      weights = dnnl::memory(pd.weights_desc(), engine());
+      dnnl::stream s(engine());
+      dnnl::reorder(fused_weights, weights).execute(s, const_cast<dnnl::memory&>(fused_weights), weights);
+      s.wait();
+    }
+    on = true;
+  }
+
+  // After the fused run into dst: when src is past the limit, the unfused run and its NaNs.
+  void fix(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory* bias, const dnnl::memory& dst) const {
+    if (!on) return;
+    const dnnl::memory::desc& dst_md = dst.get_desc();
+    const std::size_t nx = src.get_desc().get_size() / sizeof(float), ny = dst_md.get_size() / sizeof(float);
+    if (!any_past(static_cast<const float*>(src.get_data_handle()), nx, limit)) return;
+    float* pre = thread_floats(ny, 0);
+    execute_weighted(prim, scratch, stream, src, weights, bias, dnnl::memory(dst_md, engine(), pre));
+    stream.wait();
+    copy_nans(pre, static_cast<float*>(dst.get_data_handle()), ny);
+  }
+};
 
 }  // namespace detail
 
@@ -110,9 +237,11 @@ struct FloatConvSpec {
 
 class FloatConv {
  public:
-  // src_format: the source format when the input comes from another primitive (chaining);
-  // omitted, the primitive picks one.
-  FloatConv(const FloatConvSpec& spec, int threads, const dnnl::memory::desc* src_format = nullptr)
+  // src_format / dst_format: the formats execute() takes, when the input comes from another
+  // primitive (chaining) or the caller keeps its tensors in one format (e.g. NHWC); omitted,
+  // the primitive picks them.
+  FloatConv(const FloatConvSpec& spec, int threads, const dnnl::memory::desc* src_format = nullptr,
+            const dnnl::memory::desc* dst_format = nullptr)
       : s_(spec.shape), threads_(resolve_threads(threads)) {
     s_.validate();
     if (spec.weights == nullptr) throw Error("float convolution: no weights", dnnl_invalid_arguments);
@@ -129,20 +258,17 @@ class FloatConv {
       user_src_ = dnnl::memory::desc(src_dims, dt::f32, detail::tag_of(spec.layout));
       user_dst_ = dnnl::memory::desc(dst_dims, dt::f32, detail::tag_of(spec.layout));
       const dnnl::memory::desc src_any = src_format ? *src_format : dnnl::memory::desc(src_dims, dt::f32, tag::any);
-      const dnnl::memory::desc dst_any(dst_dims, dt::f32, tag::any);
+      const dnnl::memory::desc dst_any = dst_format ? *dst_format : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
       const dnnl::memory::desc w_any(w_dims, dt::f32, tag::any);
-      const dnnl::memory::desc b_md({s_.out_channels}, dt::f32, tag::x);
-      const dnnl::primitive_attr attr = detail::post_op_attr(spec.post_ops);
+      const dnnl::memory::desc b_md = spec.bias ? dnnl::memory::desc({s_.out_channels}, dt::f32, tag::x) : dnnl::memory::desc();
       const auto& win = s_.window;
-      dnnl::convolution_forward::primitive_desc pd =
-          spec.bias ? dnnl::convolution_forward::primitive_desc(
-                          engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
-                          w_any, b_md, dst_any, {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl},
-                          {win.pb, win.pr}, attr)
-                    : dnnl::convolution_forward::primitive_desc(
-                          engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
-                          w_any, dst_any, {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl},
-                          {win.pb, win.pr}, attr);
+      auto make = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& w, const dnnl::memory::desc& dst,
+                      const std::vector<PostOp>& ops) {
+        return dnnl::convolution_forward::primitive_desc(
+            engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, w, b_md, dst,
+            {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl}, {win.pb, win.pr}, detail::post_op_attr(ops));
+      };
+      const dnnl::convolution_forward::primitive_desc pd = make(src_any, w_any, dst_any, spec.post_ops);
       prim_ = dnnl::convolution_forward(pd);
       impl_ = pd.impl_info_str();
       scratch_ = pd.scratchpad_desc();
@@ -170,6 +296,12 @@ class FloatConv {
       }
       stream.wait();
       has_bias_ = spec.bias != nullptr;
+      if (!spec.post_ops.empty()) {
+        const float limit = detail::nan_free_limit(plain.data(), static_cast<std::size_t>(s_.out_channels),
+                                                   static_cast<std::size_t>(ICg * KH * KW), spec.bias);
+        unfused_.build<dnnl::convolution_forward, dnnl::convolution_forward::primitive_desc>(
+            [&](const dnnl::memory::desc& w) { return make(src_, w, dst_, {}); }, weights_, w_any, limit);
+      }
     });
     in_ = Reorder(user_src_, src_);
     out_ = Reorder(dst_, user_dst_);
@@ -183,16 +315,20 @@ class FloatConv {
   const dnnl::memory::desc& user_dst_desc() const { return user_dst_; }
   std::string impl() const { return impl_; }
   int threads() const { return threads_; }
+  // The input magnitude past which run() checks for NaN with a second pass (-1: every input;
+  // no activations: never).
+  float nan_limit() const { return unfused_.on ? unfused_.limit : std::numeric_limits<float>::infinity(); }
 
   // src / dst in the primitive's formats (src_desc(), dst_desc()); the caller sets the threads.
-  void execute(Stream& stream, const dnnl::memory& src, const dnnl::memory& dst) const {
+  void execute(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& dst) const {
     guard("float convolution", [&] {
-      std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst}};
-      if (has_bias_) args.emplace(DNNL_ARG_BIAS, bias_);
-      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_, engine(), thread_scratchpad(scratch_.get_size())));
-      prim_.execute(stream.get(), args);
+      detail::execute_weighted(prim_, scratch_, stream, src, weights_, has_bias_ ? &bias_ : nullptr, dst);
+      unfused_.fix(stream, src, has_bias_ ? &bias_ : nullptr, dst);
     });
+  }
+  // The same on buffers in those formats.
+  void execute(dnnl::stream& stream, const float* src, float* dst) const {
+    execute(stream, dnnl::memory(src_, engine(), const_cast<float*>(src)), dnnl::memory(dst_, engine(), dst));
   }
 
   // src / dst in the caller's layout (batch x in_channels x in_h x in_w, NHWC or NCHW).
@@ -205,7 +341,7 @@ class FloatConv {
       const dnnl::memory s = in_.needed() ? dnnl::memory(src_, engine()) : user_src;
       const dnnl::memory d = out_.needed() ? dnnl::memory(dst_, engine()) : user_dst;
       if (in_.needed()) in_.execute(stream, user_src, s);
-      execute(stream, s, d);
+      execute(stream.get(), s, d);
       if (out_.needed()) out_.execute(stream, d, user_dst);
       stream.get().wait();
     });
@@ -221,6 +357,7 @@ class FloatConv {
   Reorder in_, out_;
   std::string impl_;
   dnnl::memory::desc scratch_;
+  detail::Unfused unfused_;
 };
 
 struct FloatDenseSpec {
@@ -242,13 +379,12 @@ class FloatDense {
       src_ = dnnl::memory::desc({spec.m, spec.k}, dt::f32, tag::nc);
       dst_ = dnnl::memory::desc({spec.m, spec.n}, dt::f32, tag::nc);
       const dnnl::memory::desc w_any({spec.n, spec.k}, dt::f32, tag::any);
-      const dnnl::memory::desc b_md({spec.n}, dt::f32, tag::x);
-      const dnnl::primitive_attr attr = detail::post_op_attr(spec.post_ops);
-      dnnl::inner_product_forward::primitive_desc pd =
-          spec.bias ? dnnl::inner_product_forward::primitive_desc(engine(), dnnl::prop_kind::forward_inference, src_,
-                                                                  w_any, b_md, dst_, attr)
-                    : dnnl::inner_product_forward::primitive_desc(engine(), dnnl::prop_kind::forward_inference, src_,
-                                                                  w_any, dst_, attr);
+      const dnnl::memory::desc b_md = spec.bias ? dnnl::memory::desc({spec.n}, dt::f32, tag::x) : dnnl::memory::desc();
+      auto make = [&](const dnnl::memory::desc& w, const std::vector<PostOp>& ops) {
+        return dnnl::inner_product_forward::primitive_desc(engine(), dnnl::prop_kind::forward_inference, src_, w, b_md,
+                                                           dst_, detail::post_op_attr(ops));
+      };
+      const dnnl::inner_product_forward::primitive_desc pd = make(w_any, spec.post_ops);
       prim_ = dnnl::inner_product_forward(pd);
       impl_ = pd.impl_info_str();
       scratch_ = pd.scratchpad_desc();
@@ -262,24 +398,34 @@ class FloatDense {
       }
       stream.wait();
       has_bias_ = spec.bias != nullptr;
+      if (!spec.post_ops.empty()) {
+        const float limit = detail::nan_free_limit(spec.weights, static_cast<std::size_t>(spec.n),
+                                                   static_cast<std::size_t>(spec.k), spec.bias);
+        unfused_.build<dnnl::inner_product_forward, dnnl::inner_product_forward::primitive_desc>(
+            [&](const dnnl::memory::desc& w) { return make(w, {}); }, weights_, w_any, limit);
+      }
     });
   }
 
   std::string impl() const { return impl_; }
+  int threads() const { return threads_; }
+  float nan_limit() const { return unfused_.on ? unfused_.limit : std::numeric_limits<float>::infinity(); }
 
-  // src: m x k, dst: m x n, row-major.
+  // src: m x k, dst: m x n, row-major; the caller sets the threads.
+  void execute(dnnl::stream& stream, const float* src, float* dst) const {
+    guard("float dense", [&] {
+      const dnnl::memory s(src_, engine(), const_cast<float*>(src)), d(dst_, engine(), dst);
+      detail::execute_weighted(prim_, scratch_, stream, s, weights_, has_bias_ ? &bias_ : nullptr, d);
+      unfused_.fix(stream, s, has_bias_ ? &bias_ : nullptr, d);
+    });
+  }
+
+  // The same on this op's threads and a stream of its own.
   void run(const float* src, float* dst) const {
     ThreadScope scope(threads_);
     Stream stream;
-    guard("float dense run", [&] {
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(src_, engine(), const_cast<float*>(src))},
-                                                 {DNNL_ARG_WEIGHTS, weights_},
-                                                 {DNNL_ARG_DST, dnnl::memory(dst_, engine(), dst)}};
-      if (has_bias_) args.emplace(DNNL_ARG_BIAS, bias_);
-      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_, engine(), thread_scratchpad(scratch_.get_size())));
-      prim_.execute(stream.get(), args);
-      stream.get().wait();
-    });
+    execute(stream.get(), src, dst);
+    stream.wait();
   }
 
  private:
@@ -290,6 +436,46 @@ class FloatDense {
   dnnl::memory::desc src_, dst_;
   std::string impl_;
   dnnl::memory::desc scratch_;
+  detail::Unfused unfused_;
+};
+
+// oneDNN's max pooling skips NaN; the reference's max returns NaN for a window holding one.
+// Made from a float32 max pooling primitive_desc (any formats; user or library scratchpad):
+// after each run of that primitive, apply() checks the input for NaN (one vectorized read)
+// and only when there is one pools a NaN mask with the same primitive and sets the outputs of
+// the windows holding one to NaN. src / dst: the primitive's buffers, in its formats.
+class MaxPoolNan {
+ public:
+  MaxPoolNan() = default;
+  explicit MaxPoolNan(const dnnl::pooling_forward::primitive_desc& pd)
+      : prim_(pd), src_(pd.src_desc()), dst_(pd.dst_desc()), scratch_(pd.scratchpad_desc()), on_(true) {
+    if (src_.get_data_type() != dnnl::memory::data_type::f32) on_ = false;  // integers have no NaN
+  }
+
+  void apply(dnnl::stream& stream, const float* src, float* dst) const {
+    if (!on_) return;
+    const std::size_t nx = src_.get_size() / sizeof(float), ny = dst_.get_size() / sizeof(float);
+    if (!detail::any_past(src, nx, std::numeric_limits<float>::infinity())) return;
+    guard("max pooling (NaN)", [&] {
+      float* mask = detail::thread_floats(nx, 0);
+      float* pooled = detail::thread_floats(ny, 1);
+      for (std::size_t i = 0; i < nx; ++i) mask[i] = src[i] != src[i] ? 1.0f : 0.0f;
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(src_, engine(), mask)},
+                                                 {DNNL_ARG_DST, dnnl::memory(dst_, engine(), pooled)}};
+      if (scratch_.get_size() > 0) {
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_, engine(), thread_scratchpad(scratch_.get_size())));
+      }
+      prim_.execute(stream, args);
+      stream.wait();
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      for (std::size_t i = 0; i < ny; ++i) dst[i] = pooled[i] > 0.0f ? nan : dst[i];
+    });
+  }
+
+ private:
+  dnnl::pooling_forward prim_;
+  dnnl::memory::desc src_, dst_, scratch_;
+  bool on_ = false;
 };
 
 }  // namespace onednn
