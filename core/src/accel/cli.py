@@ -188,9 +188,9 @@ def _check_given_against_onnx(proto: Any, given: dict[str, NpyInput]) -> None:
     if unknown:
         raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {', '.join(declared)}")
     for name, spec in given.items():
-        tt = declared[name].type.tensor_type
         if not declared[name].type.HasField("tensor_type"):
-            continue
+            continue  # a sequence or map: the import refuses it by name
+        tt = declared[name].type.tensor_type
         try:
             dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
         except (KeyError, ValueError, TypeError):
