@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import stat
 import sys
@@ -253,7 +254,11 @@ RANDOM_INPUT_BYTES = 1 << 30
 
 def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Random inputs matching the graph's signature (uniform [0, 1) for floats)."""
-    if not isinstance(seed, int) or seed < 0:
+    try:
+        valid = operator.index(seed) >= 0  # numpy integers too; not 1.5
+    except TypeError:
+        valid = False
+    if not valid:
         raise InputError(f"the seed of random inputs must be an integer >= 0, got {seed!r}")
     total = sum(v.type.nbytes for v in graph.inputs)
     if total > RANDOM_INPUT_BYTES:
