@@ -20,6 +20,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -112,7 +113,7 @@ class Node:
         self.name = name
         self.op = op
         self.inputs: list[Value] = list(inputs)
-        self.attrs = freeze_attrs(attrs)
+        self.attrs = attrs if type(attrs) is MappingProxyType else freeze_attrs(attrs)  # frozen ones as they are
         self.outputs: list[Value] = [Value(n, t, self) for n, t in zip(output_names, output_types)]
         self.body = body
 

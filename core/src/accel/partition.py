@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from types import MappingProxyType
 from typing import TypeVar
 
 from accel.backend import Backend, PatternEntry, RegionInfo, count_work
@@ -122,7 +123,7 @@ class _Partitioner:
                     view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
-        self.composite_attrs: dict[tuple[str, object], Mapping[str, object]] = {}
+        self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
         # producers and readers by node index, for the unit graph and region boundaries
@@ -537,7 +538,7 @@ class _Partitioner:
             call = Node(
                 CALL_OP,
                 call_args,
-                {"compiler": backend.name},
+                self.call_attrs[b],
                 [v.type for v in body_outputs],
                 name=host.fresh_name(pname),
                 output_names=call_out_names,
@@ -647,10 +648,8 @@ class _Partitioner:
                     n.inputs = [pmap.get(id(v), v) for v in n.inputs]
             outs = [v for n in members for v in n.outputs if id(v) in leaves]
             root = members[-1]
-            key = (self.composite[u], self.labels.get(u, ()))
-            attrs = self.composite_attrs.get(key)
-            if attrs is None:  # one frozen mapping per pattern and label layout, not per composite
-                attrs = self.composite_attrs[key] = freeze_attrs({"composite": key[0], LABELS_ATTR: key[1]})
+            # labels are tuples of names and input positions (composite_labels): frozen as they are
+            attrs = MappingProxyType({"composite": self.composite[u], LABELS_ATTR: self.labels.get(u, ())})
             call = Node(
                 CALL_OP,
                 args,

@@ -124,7 +124,8 @@ class _LayoutConverter:
 
     def as_perm(self, v: Value, p: Perm) -> Value:
         """A value holding ``transpose(v, p)`` (``v`` an original value)."""
-        nv, cur = self.get(v)
+        found = self.rep.get(id(v))
+        nv, cur = (v, identity_perm(v.type.rank)) if found is None else found
         if cur == p:
             return nv
         key = (id(v), p)
@@ -155,6 +156,15 @@ class _LayoutConverter:
                 )
         self.rep[id(old)] = (new, p)
         self.origin[id(new)] = (old, p)
+
+    def _made_rep(self, old: Value, new: Value, p: Perm) -> None:
+        """:meth:`set_rep` for an output of a node :meth:`make` built with ``perm=p``: in a
+        partition view its type is ``old``'s permuted by ``p`` by construction, so not checked."""
+        if self.lazy_constants:
+            self.rep[id(old)] = (new, p)
+            self.origin[id(new)] = (old, p)
+        else:
+            self.set_rep(old, new, p)
 
     def make(
         self, old: Node, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None, *, perm: Perm | None = None
@@ -243,13 +253,13 @@ class _LayoutConverter:
         new = self.make(
             node, [data, weight], _replaced(node.attrs, data_layout=self.layout, kernel_layout=kernel_dst), perm=p
         )
-        self.set_rep(node.output, new.output, p)
+        self._made_rep(node.output, new.output, p)
         return True
 
     def spatial(self, node: Node) -> bool:
         p = layout_perm(node.attrs["layout"], self.layout)
         new = self.make(node, [self.as_perm(node.inputs[0], p)], _replaced(node.attrs, layout=self.layout), perm=p)
-        self.set_rep(node.output, new.output, p)
+        self._made_rep(node.output, new.output, p)
         return True
 
     def _common_perm(self, values: Sequence[Value], rank: int) -> Perm | None:
@@ -279,7 +289,7 @@ class _LayoutConverter:
             else:
                 inputs.append(self._permuted_operand(v, rank, p))
         new = self.make(node, inputs, attrs, perm=p)
-        self.set_rep(node.output, new.output, p)
+        self._made_rep(node.output, new.output, p)
         return True
 
     def _permuted_operand(self, v: Value, rank: int, p: Perm) -> Value:
@@ -302,7 +312,7 @@ class _LayoutConverter:
         inputs = [self.as_perm(v, p) if v.type.rank == rank else self.plain(v) for v in node.inputs]
         new = self.make(node, inputs, _replaced(node.attrs, axis=p.index(node.attrs["axis"] % rank)), perm=p)
         for o, n in zip(node.outputs, new.outputs, strict=True):
-            self.set_rep(o, n, p)
+            self._made_rep(o, n, p)
         return True
 
     def own_rule(self, node: Node, rule: LayoutRule) -> bool:
