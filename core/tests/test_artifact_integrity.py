@@ -299,3 +299,46 @@ def test_nothing_but_artifact_errors_escape_for_random_garbage() -> None:
         blob = b"PK\x03\x04" + rng.integers(0, 256, n, dtype=np.uint8).tobytes()
         with pytest.raises(AccelError):
             _load(blob)
+
+
+def _edit_graph_node(op: str, edit: Callable[[dict], None]) -> Callable[[dict[str, bytes]], None]:
+    def apply(m: dict[str, bytes]) -> None:
+        doc = json.loads(m["graph.json"])
+        edit(next(n for n in doc["nodes"] if n["op"] == op))
+        m["graph.json"] = json.dumps(doc).encode()
+
+    return apply
+
+
+def test_node_attributes_are_completed_or_refused_as_the_op_declares(data: bytes) -> None:
+    # the reshape's newshape is required; a node written without it cannot reach a kernel
+    missing = _edited(data, _edit_graph_node("reshape", lambda n: n["attrs"].clear()), rehash=True)
+    with pytest.raises(ArtifactError) as exc:
+        _load(missing)
+    assert "missing required attribute 'newshape'" in str(exc.value)
+    unknown = _edited(data, _edit_graph_node("reshape", lambda n: n["attrs"].update(colour=1)), rehash=True)
+    with pytest.raises(ArtifactError, match=r"unknown attribute\(s\) colour"):
+        _load(unknown)
+
+
+def test_node_with_attributes_left_at_their_defaults_runs() -> None:
+    b = GraphBuilder(x=(2, 5))
+    art = accel.compile(b.done(b.op("nn.softmax", b.x["x"], axis=-1)))
+    data = art.to_bytes()
+    assert json.loads(_members(data)["graph.json"])["nodes"][0]["attrs"] == {"axis": -1}
+    edited = _load(_edited(data, _edit_graph_node("nn.softmax", lambda n: n["attrs"].clear()), rehash=True))
+    assert dict(edited.graph.nodes[0].attrs) == {"axis": -1}
+    x = {"x": np.arange(10, dtype=np.float32).reshape(2, 5)}
+    (got,) = edited.executable().run(x).values()
+    (want,) = art.executable().run(x).values()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_manifest_partition_on_a_backend_its_target_does_not_list(data: bytes) -> None:
+    def edit(m: dict[str, bytes]) -> None:
+        manifest = json.loads(m["manifest.json"])
+        manifest["target"]["devices"] = []
+        m["manifest.json"] = json.dumps(manifest).encode()
+
+    with pytest.raises(ArtifactError, match="runs on 'fake', which the manifest's target and backend list"):
+        _load(_edited(data, edit))

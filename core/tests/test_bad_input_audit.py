@@ -437,8 +437,11 @@ def test_input_names_and_file_names_with_equals_signs(capsys: pytest.CaptureFixt
 def test_negative_seed_is_a_usage_error(capsys: pytest.CaptureFixture[str], work: dict[str, Path]) -> None:
     error_line(cli(capsys, "run", work["model"], "--seed", "-1"), "--seed", "greater than or equal to 0")
     graph = accel.import_onnx(work["model"])
-    with pytest.raises(InputError, match=">= 0"):
-        accel.cli.random_inputs(graph, seed=-1)
+    for seed in (-1, 1.5, "3"):
+        with pytest.raises(InputError, match=">= 0"):
+            accel.cli.random_inputs(graph, seed=seed)  # type: ignore[arg-type]
+    a, b = accel.cli.random_inputs(graph, seed=np.int64(3)), accel.cli.random_inputs(graph, seed=3)
+    np.testing.assert_array_equal(a["x"], b["x"])
 
 
 @pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])

@@ -249,6 +249,11 @@ def artifact_from_bytes(
     blobs = {}
     calls = {n.name: n.attrs.get("compiler") for n in graph.nodes if n.op == CALL_OP and "compiler" in n.attrs}
     for part in manifest.partitions:
+        if part.backend not in dists or part.backend not in manifest.target.backend_names():
+            raise ArtifactError(
+                f"{where}: partition {part.name!r} runs on {part.backend!r}, which the manifest's target and "
+                "backend list do not both name"
+            )
         if calls.get(part.name) != part.backend:
             raise ArtifactError(f"{where}: partition {part.name!r} ({part.backend}) is not in the host graph")
         if part.blob not in members or not part.blob.startswith("partitions/"):

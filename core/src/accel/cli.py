@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import stat
 import sys
@@ -188,9 +189,9 @@ def _check_given_against_onnx(proto: Any, given: dict[str, NpyInput]) -> None:
     if unknown:
         raise InputError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model takes {', '.join(declared)}")
     for name, spec in given.items():
-        tt = declared[name].type.tensor_type
         if not declared[name].type.HasField("tensor_type"):
-            continue
+            continue  # a sequence or map: the import refuses it by name
+        tt = declared[name].type.tensor_type
         try:
             dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
         except (KeyError, ValueError, TypeError):
@@ -253,7 +254,11 @@ RANDOM_INPUT_BYTES = 1 << 30
 
 def random_inputs(graph: accel.Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Random inputs matching the graph's signature (uniform [0, 1) for floats)."""
-    if not isinstance(seed, int) or seed < 0:
+    try:
+        valid = operator.index(seed) >= 0  # numpy integers too; not 1.5
+    except TypeError:
+        valid = False
+    if not valid:
         raise InputError(f"the seed of random inputs must be an integer >= 0, got {seed!r}")
     total = sum(v.type.nbytes for v in graph.inputs)
     if total > RANDOM_INPUT_BYTES:

@@ -28,8 +28,9 @@ import numpy as np
 
 from accel.errors import AccelError, SerializationError
 from accel.files import open_regular, write_output
-from accel.ir import DTYPES, Graph, Node, QuantParams, TensorType, Value
+from accel.ir import CALL_OP, DTYPES, Graph, Node, QuantParams, TensorType, Value
 from accel.limits import MAX_JSON_DEPTH, check_depth, json_depth, load_json
+from accel.ops.registry import complete_attrs, get_op
 
 FORMAT = "accel-graph"
 VERSION = 1
@@ -145,7 +146,8 @@ def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> G
         node = Node(
             d["op"],
             ins,
-            d["attrs"],
+            # defaults filled in, unknown or missing ones refused: kernels read a node's attributes as they are
+            d["attrs"] if d["op"] == CALL_OP else complete_attrs(get_op(d["op"]), d["attrs"], str(d["name"])),
             [type_from_json(o["type"]) for o in outs],
             name=d["name"],
             output_names=[o["name"] for o in outs],
