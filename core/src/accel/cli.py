@@ -33,6 +33,7 @@ from accel.errors import AccelError, InputError
 from accel.files import check_output, open_regular, physical_memory, write_output
 from accel.ir import freeze_after_pauses
 from accel.limits import fmt_bytes
+from accel.serialize import read_npy_header
 
 app = typer.Typer(
     name="accel",
@@ -139,13 +140,7 @@ def _read_npy_header(name: str, file: str) -> NpyInput:
     with open_regular(file, label, InputError) as f:
         size = os.fstat(f.fileno()).st_size
         try:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-            else:
-                raise ValueError(f"npy format version {version[0]}.{version[1]} holds no numeric array")
+            shape, fortran, dtype = read_npy_header(f)
         except (ValueError, EOFError, SyntaxError, TypeError) as exc:
             raise InputError(f"{label} is not a readable .npy array ({exc})") from None
         offset = f.tell()

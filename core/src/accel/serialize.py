@@ -163,6 +163,19 @@ def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> G
     return Graph(inputs, outputs, nodes, doc["name"])
 
 
+def read_npy_header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, Fortran order, dtype) from the header of the ``.npy`` data ``f`` reads, leaving ``f`` at
+    the array's first byte; no array memory is taken. A malformed header raises ValueError (or
+    EOFError, SyntaxError, TypeError: numpy's parsing), as does a format version numpy has no reader for.
+    """
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    raise ValueError(f"npy format version {version[0]}.{version[1]} holds no numeric array")
+
+
 def load_npy(blob: bytes, what: str, error: type[AccelError] = SerializationError) -> np.ndarray:
     """An ``.npy`` member, its header checked before any array memory is taken.
 
@@ -171,13 +184,7 @@ def load_npy(blob: bytes, what: str, error: type[AccelError] = SerializationErro
     """
     fp = io.BytesIO(blob)
     try:
-        version = np.lib.format.read_magic(fp)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
-        else:
-            raise ValueError(f"npy format version {version[0]}.{version[1]} is not written by accel")
+        shape, fortran, dtype = read_npy_header(fp)
     except Exception as exc:  # ValueError and the like: a malformed header
         raise error(f"{what} is not a valid .npy array ({exc})") from None
     if dtype.hasobject or dtype.name not in DTYPES or fortran:
