@@ -115,17 +115,16 @@ class _Partitioner:
         self.views: dict[str, tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]] = {}
         self.tables = [_pattern_table(b) for b in backends]
         for b in backends:
-            if b.layout not in self.views:
-                if b.layout == layout:
-                    view = self.host
-                    origin = {id(v): (v.name, identity_perm(v.type.rank)) for v in view.values()}
-                else:
-                    view, origin = layout_view(graph, b.layout)
+            if b.layout == layout:
+                self._host_view()
+            elif b.layout not in self.views:
+                view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
         self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
+        self.graph_outputs = {id(v) for v in graph.outputs}
         # producers and readers by node index, for the unit graph and region boundaries
         producer = self.producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
         # (a node reading a value twice lists its producer twice: harmless where deps are read)
@@ -339,8 +338,7 @@ class _Partitioner:
     def profitability(self, *, final: bool = False) -> bool:
         """Send unprofitable regions back; True if any was."""
         rejected = False
-        producer, users, nodes = self.producer, self.users, self.nodes
-        graph_outputs = {id(v) for v in self.graph.outputs}
+        producer, users, nodes, graph_outputs = self.producer, self.users, self.nodes, self.graph_outputs
         self.region_stats: dict[int, tuple[int, int, int]] = {}
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
@@ -396,7 +394,7 @@ class _Partitioner:
         counters: dict[str, int] = {}
         region_transposes: dict[str, list[Node]] = {}
 
-        graph_outputs = {id(v) for v in self.graph.outputs}
+        graph_outputs = self.graph_outputs
         if self._host is not None:  # the host copy exists: host nodes are its nodes
             host = self._host
             host_nodes = host.nodes  # same order and names as self.nodes

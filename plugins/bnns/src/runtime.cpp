@@ -480,16 +480,23 @@ class BnnsRuntime {
     }
   }
 
-  // A host step running `op` (accel_sdk's FloatConv or FloatDense) on buffers src -> dst.
-  template <class Op>
-  void add_layer(std::shared_ptr<const Op> op, std::size_t src, std::size_t dst) {
+  // A host step running f(stream, src, dst) on the float32 buffers src -> dst, with the threads
+  // of the kernel being planned.
+  template <class F>
+  void add_host_step(F f, std::size_t src, std::size_t dst) {
     Step step;
-    step.host = [op, src, dst](const std::vector<void*>& where, dnnl::stream& stream) {
-      op->execute(stream, static_cast<const float*>(where[src]), static_cast<float*>(where[dst]));
+    step.host = [f, src, dst](const std::vector<void*>& where, dnnl::stream& stream) {
+      f(stream, static_cast<const float*>(where[src]), static_cast<float*>(where[dst]));
     };
     step.uses = {src, dst};
     step.threads = step_threads_;
     steps_.push_back(std::move(step));
+  }
+
+  // A host step running `op` (accel_sdk's FloatConv or FloatDense) on buffers src -> dst.
+  template <class Op>
+  void add_layer(std::shared_ptr<const Op> op, std::size_t src, std::size_t dst) {
+    add_host_step([op](dnnl::stream& s, const float* x, float* y) { op->execute(s, x, y); }, src, dst);
   }
 
   // -- kernels ----------------------------------------------------------------------------
@@ -642,13 +649,7 @@ class BnnsRuntime {
     if (kind == "max") {
       // oneDNN's max pooling skips NaN; accel_sdk's MaxPoolNan returns it for the windows holding one
       const onednn::MaxPoolNan fix(pd);
-      Step step;
-      step.host = [fix, src, dst](const std::vector<void*>& where, dnnl::stream& stream) {
-        fix.apply(stream, static_cast<const float*>(where[src]), static_cast<float*>(where[dst]));
-      };
-      step.uses = {src, dst};
-      step.threads = step_threads_;
-      steps_.push_back(std::move(step));
+      add_host_step([fix](dnnl::stream& s, const float* x, float* y) { fix.apply(s, x, y); }, src, dst);
     }
   }
 

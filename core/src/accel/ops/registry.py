@@ -336,7 +336,7 @@ def infer_node_types(
         expected = str(lo) if lo == hi else f"{lo} to {hi if hi is not None else 'any number of'}"
         raise TypeInferenceError(f"node {node!r} ({op}): takes {expected} inputs, got {n}")
     # remembered by the attributes as given: a hit needs neither completing nor freezing them
-    given = signature(op, in_types, attrs if attrs is not None else _NO_ATTRS)
+    given = _signature(op, in_types, attrs if attrs is not None else _NO_ATTRS)
     key: tuple[Any, ...] | None = given
     try:
         found = _INFERRED.get(given)
@@ -346,7 +346,7 @@ def infer_node_types(
         return found[0], list(found[1])
     full = complete_attrs(opdef, attrs, node)
     if key is None:
-        frozen = signature(op, in_types, full)
+        frozen = _signature(op, in_types, full)
         key = frozen
         try:
             found = _INFERRED.get(frozen)
@@ -368,7 +368,7 @@ def infer_node_types(
     return full, types
 
 
-def signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+def _signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
     """A key of what a node's type rule sees: op, input types, attributes (hashing it raises
     TypeError when an attribute value cannot be hashed, a list say).
 
