@@ -10,7 +10,8 @@ from accel.builder import GraphBuilder
 from accel.errors import PartitionError
 from accel.executor import ReferenceExecutor
 from accel.ir import CALL_OP, Graph, TensorType
-from accel.partition import partition_graph
+from accel.partition import partition_graph, partition_report
+from accel.passes import eliminate_dead_code
 from accel.pattern import is_constant, is_op, wildcard
 from accel.report import HOST
 
@@ -356,6 +357,59 @@ def test_random_dags_partition_to_valid_equivalent_graphs():
         for n in r.report.nodes:
             if n.backend == HOST:
                 assert set(n.reasons) == {bk.name for bk in backends}
+
+
+def _report_only_equals_the_build(graph: Graph, backends) -> None:
+    built = partition_graph(graph, backends, materialize=False).report
+    alone = partition_report(graph, backends)
+    assert alone.timings.keys() == {"partition"}
+    built.timings.clear()
+    alone.timings.clear()
+    assert alone == built
+
+
+def test_report_without_the_build_equals_the_built_one_on_random_dags():
+    """partition_report works the boundaries out without building graphs: the same report,
+    transposes included, with dead nodes (whose transposes the build drops) and without."""
+    rng = np.random.default_rng(11)
+    transposes = 0
+    for trial in range(40):
+        b = _x((1, 4, 6, 6))
+        values = [b.x["x"]]
+        for _ in range(int(rng.integers(3, 25))):
+            kind = rng.integers(0, 6)
+            a = values[int(rng.integers(0, len(values)))]
+            if kind == 0:
+                v = b.op("nn.relu", a)
+            elif kind == 1:
+                v = b.op("abs", a)
+            elif kind == 2:
+                v = b.op("add", a, values[int(rng.integers(0, len(values)))])
+            elif kind == 3:
+                v = b.op("sigmoid", a)
+            elif kind == 4:
+                v = _conv(b, a, 4, 4, seed=trial, bias=bool(rng.integers(0, 2)), relu=bool(rng.integers(0, 2)))
+            else:
+                v = b.op("nn.max_pool2d", a, pool_size=(1, 1))
+            values.append(v)
+        g = b.done(*values[-2:]) if len(values) > 2 and values[-2] is not b.x["x"] else b.done(values[-1])
+        backends = [[Pools()], [NhwcConv()], [Pools(), NhwcConv()], [NhwcConv(), Pools()], [PlanarConv(), NhwcConv()]][
+            trial % 5
+        ]
+        for graph in (g, eliminate_dead_code(g)):
+            _report_only_equals_the_build(graph, backends)
+        transposes += sum(p.transposes for p in partition_report(g, backends).partitions)
+    assert transposes > 50  # the boundaries were there to count
+
+
+def test_report_without_the_build_counts_what_the_build_keeps_of_a_dead_region():
+    """A dead NHWC region (its output read by nothing) loses its boundary transposes in the build."""
+    b = _x()
+    live = b.op("sigmoid", _conv(b, b.x["x"], 4, 4, seed=1))
+    _conv(b, b.op("abs", b.x["x"]), 4, 4, seed=2)  # dead: nothing reads it
+    g = b.done(live)
+    _report_only_equals_the_build(g, [NhwcConv()])
+    assert [p.transposes for p in partition_report(g, [NhwcConv()]).partitions] == [2, 0]
 
 
 def test_duplicate_backend_is_refused():

@@ -42,6 +42,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from accel.abi import ABI_VERSION as ABI_VERSION  # re-exported: the runtime ABI version this core speaks
 from accel.abi import RUNTIME_CAPSULE as _CAPSULE_NAME
 from accel.errors import PluginError
+from accel.ops.registry import OpContext, get_op
+from accel.tensor_types import CALL_OP
 
 if TYPE_CHECKING:
     from accel.ir import Graph, Node
@@ -95,7 +97,7 @@ class PatternEntry:
     check: Check | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RegionInfo:
     """What a profitability decision sees about one region."""
 
@@ -228,9 +230,6 @@ def count_work(node: Node) -> tuple[int, int]:
     from the ``work`` hint (pooling counts its window), else one per output
     element, and never fewer than the MACs. A call counts its body.
     """
-    from accel.ir import CALL_OP
-    from accel.ops.registry import OpContext, get_op
-
     if node.op == CALL_OP:
         work = macs = 0
         for inner in node.body.nodes if node.body is not None else ():

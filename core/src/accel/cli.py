@@ -685,13 +685,13 @@ def inspect(
         _emit(text, output)
         return
     else:
-        from accel.partition import partition_graph
+        from accel.partition import partition_report
 
         tgt = _target(backends, target)
         instances = tgt.instantiate()
         with err.status(Text(f"partitioning {model.name} for {tgt.describe()} ..."), spinner="dots"):
             graph = accel.import_onnx(model, input_shapes=shapes)
-            rep = partition_graph(graph, instances, materialize=False).report
+            rep = partition_report(graph, instances)
         _note_fixed_dims(model, graph, shapes)
         title = f"{model.name} on {tgt.describe()}"
     if format == "json":

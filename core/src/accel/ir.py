@@ -343,7 +343,7 @@ class Graph:
         every node's output types equal to what its op's type rule infers.
         Nested graphs are checked too.
         """
-        defined: set[int] = set()
+        defined: set[int] = set()  # ids of the values defined so far
         names: dict[str, Value] = {}
 
         def define(v: Value) -> None:
@@ -376,12 +376,17 @@ class Graph:
                     f"node {node.name!r} reads %{v.name} before its producer {v.producer.name!r} "
                     "(nodes are not in topological order, or the graph has a cycle)"
                 )
-            for v in node.outputs:
+            for v in node.outputs:  # define(v), inlined: every value of the graph passes here
                 if v.producer is not node:
                     raise GraphError(f"output %{v.name} of node {node.name!r} names another producer")
-                if id(v) in defined:
+                key = id(v)
+                if key in defined:
                     raise GraphError(f"value %{v.name} is produced twice")
-                define(v)
+                name = v.name
+                if name in names:
+                    raise GraphError(f"duplicate value name {name!r} in graph {self.name!r}")
+                names[name] = v
+                defined.add(key)
             if node.body is not None:
                 node.body.lint(check_types=check_types)
             if check_types:

@@ -37,9 +37,10 @@ from __future__ import annotations
 import heapq
 import re
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -84,19 +85,40 @@ def partition_graph(
     :func:`accel.passes.layout.contiguous_constants` before serializing).
     """
     t0 = time.perf_counter()
+    host, report = _partition(graph, backends, layout, graphs=True)
+    assert host is not None
+    result = PartitionResult(host, report)
+    if materialize:
+        for region in result.regions:
+            assert region.body is not None
+            contiguous_constants(region.body)
+    report.timings["partition"] = time.perf_counter() - t0
+    return result
+
+
+def partition_report(graph: Graph, backends: Sequence[Backend], *, layout: str = "NCHW") -> Report:
+    """The report :func:`partition_graph` gives, without building the partitioned graph.
+
+    The same decisions, regions and boundary transposes (what ``accel inspect``
+    shows), but no region body, ``call`` node or host copy is made: the
+    report equals ``partition_graph(graph, backends, layout=layout).report``
+    but for its timings.
+    """
+    t0 = time.perf_counter()
+    _, report = _partition(graph, backends, layout, graphs=False)
+    report.timings["partition"] = time.perf_counter() - t0
+    return report
+
+
+def _partition(graph: Graph, backends: Sequence[Backend], layout: str, *, graphs: bool) -> tuple[Graph | None, Report]:
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise PartitionError(f"a backend is listed twice in the target: {', '.join(names)}")
     with collector_paused():
         p = _Partitioner(graph, list(backends), layout)
         p.run()
-        result = p.build()
-    if materialize:
-        for region in result.regions:
-            assert region.body is not None
-            contiguous_constants(region.body)
-    result.report.timings["partition"] = time.perf_counter() - t0
-    return result
+        # a dead node takes its boundary transposes with it, which only the built graph shows
+        return p.build(graphs=graphs or p.has_dead_nodes())
 
 
 class _Partitioner:
@@ -120,20 +142,39 @@ class _Partitioner:
             elif b.layout not in self.views:
                 view, origin = layout_view(graph, b.layout)
                 self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
-        self.reasons: list[dict[str, str]] = [{} for _ in range(n)]
+        # node index -> {backend: why it declined the node}, made when a first reason is given
+        self.reasons: defaultdict[int, dict[str, str]] = defaultdict(dict)
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: set[tuple[int, int]] = set()
         self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
         self.graph_outputs = {id(v) for v in graph.outputs}
-        # producers and readers by node index, for the unit graph and region boundaries
-        producer = self.producer = {id(v): i for i, node in enumerate(self.nodes) for v in node.outputs}
-        # (a node reading a value twice lists its producer twice: harmless where deps are read)
-        self.deps = [[producer[id(v)] for v in node.inputs if id(v) in producer] for node in self.nodes]
+        # producers and readers by node index, for the unit graph and region boundaries, in one
+        # sweep (the nodes are in topological order: a value's producer comes before its readers)
+        producer: dict[int, int] = {}
         users: dict[int, list[int]] = {}
+        deps: list[list[int]] = []
+        late = False
         for i, node in enumerate(self.nodes):
+            # (a node reading a value twice lists its producer twice: harmless where deps are read)
+            mine = []
             for v in node.inputs:
-                users.setdefault(id(v), []).append(i)
-        self.users = users
+                key = id(v)
+                j = producer.get(key)
+                if j is not None:
+                    mine.append(j)
+                elif v.producer is not None:
+                    late = True  # produced later (out of order) or outside the graph
+                found = users.get(key)
+                if found is None:
+                    users[key] = [i]
+                else:
+                    found.append(i)
+            deps.append(mine)
+            for v in node.outputs:
+                producer[id(v)] = i
+        if late:  # the unit graph must see every edge, so that form_regions finds a cycle
+            deps = [[producer[id(v)] for v in node.inputs if id(v) in producer] for node in self.nodes]
+        self.producer, self.users, self.deps = producer, users, deps
 
     @property
     def host(self) -> Graph:
@@ -212,7 +253,7 @@ class _Partitioner:
             else:
                 # Unclaimed: say why the pattern that got furthest failed, unless a check
                 # already said why, or the op's own check will (it speaks about the op alone).
-                if backend.name not in self.reasons[i] and root.op not in own_checks:
+                if backend.name not in self.reasons.get(i, _NONE_GIVEN) and root.op not in own_checks:
                     why = _best_failure(matcher.try_all(root, view, exclude=taken))
                     if why is not None:
                         text = self._describe(why[1], root, backend.layout)
@@ -383,7 +424,21 @@ class _Partitioner:
         return rejected
 
     # -- steps 5-6 ------------------------------------------------------------------------
-    def build(self) -> PartitionResult:
+    def has_dead_nodes(self) -> bool:
+        """Whether a node of the input graph is dead. A dead chain ends in a node nothing reads,
+        so looking for a node none of whose outputs is read or returned is enough."""
+        users, outputs = self.users, self.graph_outputs
+        return any(
+            not any(id(v) in users or id(v) in outputs for v in node.outputs) for node in self.nodes
+        )
+
+    def build(self, *, graphs: bool = True) -> tuple[Graph | None, Report]:
+        """The host graph with a ``call`` per region, and the report.
+
+        With ``graphs`` off, only the report: the same regions, boundaries and
+        transposes are worked out, but no node or graph is made (exact when no
+        node of the input graph is dead: a dead node's transposes go with it).
+        """
         by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
         raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
         transposes: dict[tuple[int, Perm], Value] = {}
@@ -393,9 +448,25 @@ class _Partitioner:
         node_part: dict[int, str] = {}
         counters: dict[str, int] = {}
         region_transposes: dict[str, list[Node]] = {}
+        made: dict[str, int] = {}  # without graphs: transposes per region
 
         graph_outputs = self.graph_outputs
-        if self._host is not None:  # the host copy exists: host nodes are its nodes
+        host: Graph | None = None
+        if not graphs:  # values stand for themselves by name; no node is copied
+            stand_ins: dict[str, Value] = {}
+
+            def original_value(name: str) -> Value:
+                found = stand_ins.get(name)
+                if found is None:
+                    found = stand_ins[name] = Value(name, _NO_TYPE)
+                return found
+
+            def host_node(i: int) -> None:
+                for v in self.nodes[i].inputs:
+                    if v.name in pending:
+                        plain_value(v.name)
+
+        elif self._host is not None:  # the host copy exists: host nodes are its nodes
             host = self._host
             host_nodes = host.nodes  # same order and names as self.nodes
             original = {v.name: v for v in host.values()}
@@ -403,13 +474,13 @@ class _Partitioner:
             def original_value(name: str) -> Value:
                 return original[name]
 
-            def host_node(i: int) -> Node:
+            def host_node(i: int) -> None:
                 node = host_nodes[i]
                 node.inputs = [host_value(v) for v in node.inputs]
-                return node
+                new_nodes.append(node)
 
         else:  # only what runs on the host is copied
-            source = {v.name: v for v in self.graph.values()}
+            source = {v.name: v for v in (*self.graph.inputs, *self.graph.constants())}
             copies: dict[str, Value] = {}
 
             def original_value(name: str) -> Value:
@@ -419,12 +490,12 @@ class _Partitioner:
                     found = copies[name] = Value(v.name, v.type, None, v.const)
                 return found
 
-            def host_node(i: int) -> Node:
+            def host_node(i: int) -> None:
                 node = self.nodes[i]
                 new = node.copy_reading([host_value(v) for v in node.inputs])
                 for v in new.outputs:
                     copies[v.name] = v
-                return new
+                new_nodes.append(new)
 
             host = Graph([original_value(v.name) for v in self.graph.inputs], [], [], name=self.graph.name)
             host.reserve_names([*source, *self.index])  # fresh names are fresh in the input graph too
@@ -450,6 +521,10 @@ class _Partitioner:
             key = (id(v), axes)
             out = transposes.get(key)
             if out is None:
+                if host is None:
+                    made[region] = made.get(region, 0) + 1
+                    out = transposes[key] = Value(region, _NO_TYPE)
+                    return out
                 # typed as the transpose rule would type it (the input's type, permuted), without
                 # running the rule again at each of the many region boundaries
                 name = host.fresh_name(f"{region}_layout")
@@ -474,7 +549,7 @@ class _Partitioner:
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
                 for i in idxs:
-                    new_nodes.append(host_node(i))
+                    host_node(i)
                 continue
             backend = self.backends[b]
             k = counters.get(backend.name, 0)
@@ -506,9 +581,6 @@ class _Partitioner:
                     body_inputs.append(param)
                     call_args.append(src)
                     in_names.append(name)
-            for nd in body_nodes:
-                if any(id(v) in replaced for v in nd.inputs):
-                    nd.inputs = [replaced.get(id(v), v) for v in nd.inputs]
             # boundary outputs: used outside the region, or graph outputs
             # (asked of the input graph: a layout view may have dropped dead readers)
             body_outputs: list[Value] = []
@@ -521,34 +593,43 @@ class _Partitioner:
                         body_outputs.append(v)
                     elif not readers:
                         unread = True
-            body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
-            if unread:
-                remove_dead_nodes(body)
-            self._outline_composites(body, idxs, graph_outputs)
             out_names = []
-            call_out_names = []
             perms = []
             for v in body_outputs:
                 name, perm = origin[id(v)]
                 out_names.append(name)
                 perms.append(perm)
-                call_out_names.append(name if _is_identity(perm) else host.fresh_name(f"{name}_{backend.layout}"))
-            call = Node(
-                CALL_OP,
-                call_args,
-                self.call_attrs[b],
-                [v.type for v in body_outputs],
-                name=host.fresh_name(pname),
-                output_names=call_out_names,
-                body=body,
-            )
-            new_nodes.append(call)
-            for name, perm, out in zip(out_names, perms, call.outputs):
+            if host is None:
+                call_outputs = [Value(name, _NO_TYPE) for name in out_names]
+            else:
+                for nd in body_nodes:
+                    if any(id(v) in replaced for v in nd.inputs):
+                        nd.inputs = [replaced.get(id(v), v) for v in nd.inputs]
+                body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
+                if unread:
+                    remove_dead_nodes(body)
+                self._outline_composites(body, idxs, graph_outputs)
+                call_out_names = [
+                    name if _is_identity(perm) else host.fresh_name(f"{name}_{backend.layout}")
+                    for name, perm in zip(out_names, perms)
+                ]
+                call = Node(
+                    CALL_OP,
+                    call_args,
+                    self.call_attrs[b],
+                    [v.type for v in body_outputs],
+                    name=host.fresh_name(pname),
+                    output_names=call_out_names,
+                    body=body,
+                )
+                new_nodes.append(call)
+                call_outputs = call.outputs
+            for name, perm, out in zip(out_names, perms, call_outputs):
                 if _is_identity(perm):
                     by_name[name] = out
                 else:
                     raw[(name, perm)] = out
-                    pending[name] = (out, tuple(perm.index(a) for a in range(len(perm))), pname)
+                    pending[name] = (out, _inverse(perm), pname)
             for i in idxs:
                 node_part[i] = pname
             work, macs, _ = self.region_stats[g]
@@ -558,13 +639,20 @@ class _Partitioner:
                 )
             )
 
+        report = self._report(node_part, reports)
+        if host is None:
+            for v in self.graph.outputs:
+                plain_value(v.name)
+            for rep in reports:
+                rep.transposes = made.get(rep.name, 0)
+            return None, report
         host.outputs = [host_value(v) for v in self.graph.outputs]
         host.nodes = new_nodes
         remove_dead_nodes(host, nested=False)  # region bodies are built without dead nodes
         alive = {id(n) for n in host.nodes}
         for rep in reports:
             rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
-        return PartitionResult(host, self._report(node_part, reports))
+        return host, report
 
     def _host_view(self) -> tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]:
         """The host copy as a view in the model's layout (the view of a backend of that layout)."""
@@ -666,16 +754,37 @@ class _Partitioner:
     def _report(self, node_part: dict[int, str], partitions: list[PartitionReport]) -> Report:
         nodes = []
         names = [bk.name for bk in self.backends]
+        before = [names[:b] for b in range(len(names))]  # the backends that declined a node of backend b
         composite, owner, unit, all_reasons = self.composite, self.owner, self.unit, self.reasons
+        texts: dict[TensorType, str] = {}  # a graph repeats few types: each written once
+        types: dict[str, str] = {}
+
+        def type_text(v: Value) -> str:
+            text = texts.get(v.type)
+            if text is None:
+                text = texts[v.type] = str(v.type)
+            return text
+
+        for v in self.graph.inputs:
+            types[v.name] = type_text(v)
         for i, node in enumerate(self.nodes):
             b = owner[i]
-            given = all_reasons[i]
-            reasons = {
-                name: given[name] if name in given else f"{node.op} is not supported by {name}"  # noqa: SIM401 (no text made for a given reason)
-                for name in (names if b < 0 else names[:b])
-            }
+            declined = names if b < 0 else before[b]
+            if declined:
+                given = all_reasons.get(i, _NONE_GIVEN)
+                reasons = {
+                    name: given[name] if name in given else f"{node.op} is not supported by {name}"  # noqa: SIM401 (no text made for a given reason)
+                    for name in declined
+                }
+            else:
+                reasons = {}
             u = unit[i]
             in_composite = b >= 0 and u in composite
+            outputs = []
+            for v in node.outputs:
+                outputs.append(v.name)
+                text = texts.get(v.type)
+                types[v.name] = text if text is not None else type_text(v)
             nodes.append(
                 NodeReport(
                     node.name,
@@ -685,20 +794,12 @@ class _Partitioner:
                     composite[u] if in_composite else None,
                     reasons,
                     [v.name for v in node.inputs if v.const is None],
-                    [v.name for v in node.outputs],
+                    outputs,
                     self.nodes[u].name if in_composite else None,
                 )
             )
-        values = [*self.graph.inputs, *(v for node in self.nodes for v in node.outputs)]
-        texts: dict[TensorType, str] = {}  # a graph repeats few types: each written once
-        types = {}
-        for v in values:
-            text = texts.get(v.type)
-            if text is None:
-                text = texts[v.type] = str(v.type)
-            types[v.name] = text
         return Report(
-            target=[b.name for b in self.backends],
+            target=names,
             nodes=nodes,
             partitions=partitions,
             graph_inputs=[v.name for v in self.graph.inputs],
@@ -767,3 +868,14 @@ def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int
 
 def _is_identity(perm: Perm) -> bool:
     return perm == identity_perm(len(perm))
+
+
+@cache
+def _inverse(perm: Perm) -> Perm:
+    return tuple(perm.index(a) for a in range(len(perm)))
+
+
+_NONE_GIVEN: Mapping[str, str] = MappingProxyType({})
+
+#: the type of a value that only stands for one by name, in a build without graphs
+_NO_TYPE = TensorType((), "float32")

@@ -69,6 +69,20 @@ def _attr_tensors(attr: AttributeProto) -> Iterator[TensorProto]:
         yield sp.indices
 
 
+#: Attribute types whose value is read from a number or string field only (the importer reads an
+#: attribute by its type, so a tensor or graph hidden in another field of one is never used).
+_NUMBERS_OR_STRINGS = frozenset(
+    {
+        AttributeProto.FLOAT,
+        AttributeProto.INT,
+        AttributeProto.STRING,
+        AttributeProto.FLOATS,
+        AttributeProto.INTS,
+        AttributeProto.STRINGS,
+    }
+)
+
+
 def scan_graph(graph: GraphProto) -> tuple[int, list[TensorProto]]:
     """How deeply ``graph`` nests subgraphs (0: none) and every tensor of it and its
     subgraphs, in one walk without recursion (each attribute of a large model is
@@ -85,7 +99,10 @@ def scan_graph(graph: GraphProto) -> tuple[int, list[TensorProto]]:
             tensors.append(sparse.indices)
         for node in g.node:
             for attr in node.attribute:
-                # most attributes hold numbers or strings: a few field tests pass them by
+                # most attributes hold numbers or strings, which their type says: only those
+                # typed as tensors or graphs (or not typed) are looked into
+                if attr.type in _NUMBERS_OR_STRINGS:
+                    continue
                 if attr.HasField("t") or attr.tensors or attr.HasField("sparse_tensor") or attr.sparse_tensors:
                     tensors.extend(_attr_tensors(attr))
                 if attr.HasField("g") or attr.graphs:

@@ -30,6 +30,7 @@ import itertools
 import math
 import operator
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -86,6 +87,9 @@ _ONNX_DTYPES: dict[int, str] = {
     TensorProto.BOOL: "bool",
 }
 _FLOATS = ("float16", "float32", "float64")
+_ITEMSIZES = {name: np.dtype(name).itemsize for name in _ONNX_DTYPES.values()}
+#: ONNX keeps raw data little-endian: on such a machine it is read as it is
+_RAW_LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 class ConstantOperandRequired(UnsupportedOpError):
@@ -594,6 +598,14 @@ class _Importer:
             raise ModelError(f"{what} has {_prod(dims)} elements, more than the limit 2**40")
         if t.data_location == TensorProto.EXTERNAL:
             raise ExternalDataError(f"{what} keeps its data in an external file that was not loaded")
+        if _RAW_LITTLE_ENDIAN and t.HasField("raw_data"):  # most weights: little-endian bytes as they are
+            raw = t.raw_data
+            size = _prod(dims) * _ITEMSIZES[dtype]
+            if len(raw) != size:
+                raise ModelError(
+                    f"{what}: its data does not match its type and shape ({len(raw)} bytes for {dtype}{dims})"
+                )
+            return np.frombuffer(raw, dtype=dtype).reshape(dims).copy()
         try:
             arr = numpy_helper.to_array(t)
         except Exception as exc:

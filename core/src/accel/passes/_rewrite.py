@@ -206,14 +206,15 @@ class Rewriter:
         return self.graph.new_const(data, hint, quant)
 
     # -- finishing ----------------------------------------------------------------------
-    def finish(self, *, dce: bool = True, sort: bool = True) -> Graph:
+    def finish(self, *, dce: bool = True, sort: bool = True, resolve: bool = True) -> Graph:
         """Install the new node list, resolve every input and output, keep output names.
 
-        ``sort=False`` when the pass emitted every node after its inputs (saves a toposort).
+        ``sort=False`` when the pass emitted every node after its inputs (saves a toposort);
+        ``resolve=False`` when no emitted node reads a value replaced after it was emitted.
         """
         g = self.graph
         subst = self._subst
-        if subst:
+        if subst and resolve:
             for node in self.nodes:
                 for v in node.inputs:
                     if id(v) in subst:

@@ -71,7 +71,8 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
 
     For the partitioner: returns the converted graph and, for every value of
     it that stands for a value of ``graph`` (``new = transpose(original, p)``),
-    ``{id(new): (original name, p)}``. Node names are those of ``graph``
+    ``{id(new): (original name, p)}`` (constants the view reads as they are are
+    not listed: they stand for themselves). Node names are those of ``graph``
     (transposes the conversion adds have new names). Constant weights are
     re-laid out as transposed *views* (no copy): call
     :func:`contiguous_constants` on what is kept.
@@ -81,10 +82,8 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     # No copy: the view is built of new nodes only (each op converted, or copied by
     # ``default``) over the graph's own inputs and constants, which nothing changes.
     g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
-    # the graph's inputs and constants stand for themselves (the view reads them as they are), ...
-    origin: dict[int, tuple[str, Perm]] = {
-        id(v): (v.name, identity_perm(v.type.rank)) for v in (*g.inputs, *g.constants())
-    }
+    # the graph's inputs stand for themselves (the view reads them as they are), ...
+    origin: dict[int, tuple[str, Perm]] = {id(v): (v.name, identity_perm(v.type.rank)) for v in g.inputs}
     conv = _LayoutConverter(g, layout, lazy_constants=True)
     view = conv.run()  # (the converter rewrites g into the view)
     # ... and each value the conversion made stands for a value of the graph (whose name the
@@ -209,8 +208,10 @@ class _LayoutConverter:
         for v in self.g.outputs:
             self.rw.replace(v, self.plain(v))
         # a partition view is only read: its node order is already topological and
-        # dead nodes in it are harmless
-        return self.rw.finish(dce=not self.lazy_constants, sort=not self.lazy_constants)
+        # dead nodes in it are harmless; and its nodes read only values of the view (or the
+        # graph's inputs and constants), never an original value replaced above
+        lazy = self.lazy_constants
+        return self.rw.finish(dce=not lazy, sort=not lazy, resolve=not lazy)
 
     def default(self, node: Node) -> None:
         """Any op: inputs in their original order."""
