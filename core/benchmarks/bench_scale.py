@@ -167,8 +167,7 @@ def main() -> None:
             met = r["total"][0] < 10 and (not ratio or ratio <= 11)
             console.print(
                 f"goal (100k nodes < 10 s CPU, 100k / 10k <= 11), backends {r['target']}: "
-                f"{'met' if met else 'not met'} ({r['total'][0]:.2f} s"
-                + (f", {ratio:.1f}x)" if ratio else ")")
+                f"{'met' if met else 'not met'} ({r['total'][0]:.2f} s" + (f", {ratio:.1f}x)" if ratio else ")")
             )
     if args.json:
         with open(args.json, "w") as f:

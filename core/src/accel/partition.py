@@ -428,9 +428,7 @@ class _Partitioner:
         """Whether a node of the input graph is dead. A dead chain ends in a node nothing reads,
         so looking for a node none of whose outputs is read or returned is enough."""
         users, outputs = self.users, self.graph_outputs
-        return any(
-            not any(id(v) in users or id(v) in outputs for v in node.outputs) for node in self.nodes
-        )
+        return any(not any(id(v) in users or id(v) in outputs for v in node.outputs) for node in self.nodes)
 
     def build(self, *, graphs: bool = True) -> tuple[Graph | None, Report]:
         """The host graph with a ``call`` per region, and the report.
@@ -575,12 +573,15 @@ class _Partitioner:
                     if src is None:
                         plain = plain_value(name) or original_value(name)
                         src = plain if _is_identity(perm) else transpose(plain, perm, pname)
+                    in_names.append(name)
+                    if host is None:  # no body: the name is all the report needs
+                        replaced[id(v)] = v
+                        continue
                     param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
                     param_names.add(param.name)
                     replaced[id(v)] = param
                     body_inputs.append(param)
                     call_args.append(src)
-                    in_names.append(name)
             # boundary outputs: used outside the region, or graph outputs
             # (asked of the input graph: a layout view may have dropped dead readers)
             body_outputs: list[Value] = []

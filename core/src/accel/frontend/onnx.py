@@ -33,6 +33,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, overload
 
 import numpy as np
@@ -189,6 +190,7 @@ def load_model_proto(
 # ---------------------------------------------------------------------------------
 
 
+_NO_ATTRIBUTES: Mapping[str, AttributeProto] = MappingProxyType({})
 _ATTR_INT = AttributeProto.INT
 _ATTR_INTS = AttributeProto.INTS
 _ATTR_FLOAT = AttributeProto.FLOAT
@@ -206,8 +208,12 @@ class _Attrs:
 
     def __init__(self, node: NodeProto, label: str):
         self.label = label
+        attributes = node.attribute
+        if not attributes:  # most nodes of a large model (activations, adds) have none
+            self._by_name = _NO_ATTRIBUTES
+            return
         by_name: dict[str, AttributeProto] = {}
-        for attr in node.attribute:
+        for attr in attributes:
             name = attr.name
             if name in by_name:
                 raise ModelError(f"node {label}: attribute {name!r} is given twice")
@@ -415,12 +421,12 @@ class _Importer:
         outs = list(outs or ())
         if len(outs) < len(types):
             outs += [None] * (len(types) - len(outs))
-        if (
-            inputs
-            and all(v.const is not None for v in inputs)
-            and get_op(op).qdq is not Qdq.DEQUANTIZE
-            and _fold_fits(inputs, types)
-        ):
+        constant = bool(inputs)  # every input a constant: folded at once
+        for v in inputs:
+            if v.const is None:
+                constant = False
+                break
+        if constant and get_op(op).qdq is not Qdq.DEQUANTIZE and _fold_fits(inputs, types):
             arrays = self._fold(op, full, inputs, types)
             return [self.const(a, out=o, quant=t.quant) for a, t, o in zip(arrays, types, outs, strict=False)]
         short = _short_op(op)
@@ -711,8 +717,9 @@ class _Importer:
         arr = _frozen(arr.astype(arr.dtype.newbyteorder("="), copy=False))
         return Value(self._value_name(vi.name, vi.name), TensorType.of(arr), None, arr)
 
-    def toposort(self) -> list[NodeProto]:
-        """ONNX nodes in a stable topological order; GraphError on duplicates or a cycle."""
+    def toposort(self) -> list[tuple[NodeProto, list[str], list[str]]]:
+        """ONNX nodes in a stable topological order, each with its input and output names
+        (read from the message once); GraphError on duplicates or a cycle."""
         g = self.g
         defined: set[str] = set()
         for kind, names in (("input", [v.name for v in g.input]), ("initializer", [t.name for t in g.initializer])):
@@ -722,14 +729,13 @@ class _Importer:
                     raise GraphError(f"{kind} name {n!r} appears twice in the ONNX graph")
                 seen.add(n)
             defined.update(names)
-        given = set(defined)  # the graph's inputs and initializers, for self.reserved
         defined.update(sp.values.name for sp in g.sparse_initializer)
         producers: dict[str, int] = {}
         nodes = list(g.node)
-        node_inputs = [node.input for node in nodes]
-        read: set[str] = set()  # every name a node reads, for self.reserved
+        node_inputs = [list(node.input) for node in nodes]
+        node_outputs = [list(node.output) for node in nodes]
         for i, node in enumerate(nodes):
-            for o in node.output:
+            for o in node_outputs[i]:
                 if not o:
                     continue
                 if o in producers:
@@ -754,7 +760,6 @@ class _Importer:
                         )
                 elif j >= i:
                     ordered = False
-                read.add(name)
         if ordered:
             order: list[int] = list(range(len(nodes)))  # the stable order is the file's own
         else:
@@ -762,10 +767,11 @@ class _Importer:
             order, stuck = stable_topological_order(deps)
             if stuck is not None:
                 raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
-        # names the ONNX graph gives (omitted optional inputs and outputs, "", name nothing)
-        self.reserved.update(read, producers, given, (v.name for v in g.output))
+        # names the ONNX graph gives (omitted optional inputs and outputs, "", name nothing): what
+        # a node reads is produced by a node or defined (an input or an initializer, sparse or not)
+        self.reserved.update(producers, defined, (v.name for v in g.output))
         self.reserved.discard("")
-        return nodes if ordered else [nodes[i] for i in order]
+        return [(nodes[i], node_inputs[i], node_outputs[i]) for i in (range(len(nodes)) if ordered else order)]
 
     def run(self) -> Graph:
         g = self.g
@@ -801,17 +807,17 @@ class _Importer:
             self.env[vi.name] = v
             inputs.append(v)
 
-        for index, node in enumerate(order):
-            self.convert(node, index)
+        for index, (node, node_inputs, node_outputs) in enumerate(order):
+            self.convert(node, index, node_inputs, node_outputs)
 
         outputs = self.bind_outputs()
         graph = Graph(inputs, outputs, self.nodes, name="main")
         graph.lint(check_types=False)  # each node's types were inferred as it was created
         return graph
 
-    def convert(self, node: NodeProto, index: int) -> None:
+    def convert(self, node: NodeProto, index: int, inputs: list[str], outputs: list[str]) -> None:
+        """Convert one ONNX node (its input and output names as read by :meth:`toposort`)."""
         op_type, node_name = node.op_type, node.name
-        outputs = list(node.output)
         self.label = label = repr(node_name) if node_name else _label(node, index)
         self.node_name = self._fresh_node(node_name or f"{op_type}_{index}")
         self.node_names.discard(self.node_name)  # the first IR node of this ONNX node takes it
@@ -823,7 +829,7 @@ class _Importer:
         if handler is None:
             raise UnsupportedOpError(_unsupported_op_message(op_type, domain, self.opsets.get(domain), label))
         env = self.env
-        ins = [env[n] if n else None for n in node.input]
+        ins = [env[n] if n else None for n in inputs]
         outs = handler(self, node, _Attrs(node, label), ins)
         for i, name in enumerate(outputs):
             if not name:

@@ -113,6 +113,8 @@ class _LayoutConverter:
         self.lazy_constants = lazy_constants
         #: id(new value) -> (original value, p) with new = transpose(original, p)
         self.origin: dict[int, tuple[Value, Perm]] = {}
+        self.conv_attrs: dict[tuple[int, str], Mapping[str, Any]] = {}  # (id(a conv's attributes), op) -> converted
+        self._keep: list[Mapping[str, Any]] = []
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
@@ -251,9 +253,14 @@ class _LayoutConverter:
         p = layout_perm(src, self.layout)
         data = self.as_perm(node.inputs[0], p)
         weight = self.as_perm(node.inputs[1], layout_perm(kernel_src, kernel_dst))
-        new = self.make(
-            node, [data, weight], _replaced(node.attrs, data_layout=self.layout, kernel_layout=kernel_dst), perm=p
-        )
+        # convolutions of one shape share their (frozen) attributes: so do their conversions
+        key = (id(node.attrs), node.op)
+        attrs = self.conv_attrs.get(key)
+        if attrs is None:
+            attrs = _replaced(node.attrs, data_layout=self.layout, kernel_layout=kernel_dst)
+            self.conv_attrs[key] = attrs
+            self._keep.append(node.attrs)  # (its id stays its own while remembered)
+        new = self.make(node, [data, weight], attrs, perm=p)
         self._made_rep(node.output, new.output, p)
         return True
 
