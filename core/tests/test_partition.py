@@ -329,26 +329,35 @@ def test_escaping_intermediate_is_not_fused():
     _same_results(g, r)
 
 
+def _random_dag(rng: np.random.Generator, *, conv_seed: int | None = None) -> Graph:
+    """3 to 24 random relu, abs, add, sigmoid and pool nodes (and conv → bias? → relu? blocks
+    with ``conv_seed``) over one input; the last one or two values are the outputs, so
+    others may be dead."""
+    b = _x((1, 4, 6, 6))
+    values = [b.x["x"]]
+    for _ in range(int(rng.integers(3, 25))):
+        kind = rng.integers(0, 5 if conv_seed is None else 6)
+        a = values[int(rng.integers(0, len(values)))]
+        if kind == 0:
+            v = b.op("nn.relu", a)
+        elif kind == 1:
+            v = b.op("abs", a)
+        elif kind == 2:
+            v = b.op("add", a, values[int(rng.integers(0, len(values)))])
+        elif kind == 3:
+            v = b.op("sigmoid", a)
+        elif kind == 4 and conv_seed is not None:
+            v = _conv(b, a, 4, 4, seed=conv_seed, bias=bool(rng.integers(0, 2)), relu=bool(rng.integers(0, 2)))
+        else:
+            v = b.op("nn.max_pool2d", a, pool_size=(1, 1))
+        values.append(v)
+    return b.done(*values[-2:]) if len(values) > 2 and values[-2] is not b.x["x"] else b.done(values[-1])
+
+
 def test_random_dags_partition_to_valid_equivalent_graphs():
     rng = np.random.default_rng(7)
     for trial in range(30):
-        b = _x((1, 4, 6, 6))
-        values = [b.x["x"]]
-        for _ in range(int(rng.integers(3, 25))):
-            kind = rng.integers(0, 5)
-            a = values[int(rng.integers(0, len(values)))]
-            if kind == 0:
-                v = b.op("nn.relu", a)
-            elif kind == 1:
-                v = b.op("abs", a)
-            elif kind == 2:
-                v = b.op("add", a, values[int(rng.integers(0, len(values)))])
-            elif kind == 3:
-                v = b.op("sigmoid", a)
-            else:
-                v = b.op("nn.max_pool2d", a, pool_size=(1, 1))
-            values.append(v)
-        g = b.done(*values[-2:]) if len(values) > 2 and values[-2] is not b.x["x"] else b.done(values[-1])
+        g = _random_dag(rng)
         backends = [[Pools()], [NhwcConv()], [Pools(), NhwcConv()], [NhwcConv(), Pools()]][trial % 4]
         r = partition_graph(g, backends)
         _same_results(g, r)
@@ -374,25 +383,7 @@ def test_report_without_the_build_equals_the_built_one_on_random_dags():
     rng = np.random.default_rng(11)
     transposes = 0
     for trial in range(40):
-        b = _x((1, 4, 6, 6))
-        values = [b.x["x"]]
-        for _ in range(int(rng.integers(3, 25))):
-            kind = rng.integers(0, 6)
-            a = values[int(rng.integers(0, len(values)))]
-            if kind == 0:
-                v = b.op("nn.relu", a)
-            elif kind == 1:
-                v = b.op("abs", a)
-            elif kind == 2:
-                v = b.op("add", a, values[int(rng.integers(0, len(values)))])
-            elif kind == 3:
-                v = b.op("sigmoid", a)
-            elif kind == 4:
-                v = _conv(b, a, 4, 4, seed=trial, bias=bool(rng.integers(0, 2)), relu=bool(rng.integers(0, 2)))
-            else:
-                v = b.op("nn.max_pool2d", a, pool_size=(1, 1))
-            values.append(v)
-        g = b.done(*values[-2:]) if len(values) > 2 and values[-2] is not b.x["x"] else b.done(values[-1])
+        g = _random_dag(rng, conv_seed=trial)
         backends = [[Pools()], [NhwcConv()], [Pools(), NhwcConv()], [NhwcConv(), Pools()], [PlanarConv(), NhwcConv()]][
             trial % 5
         ]
