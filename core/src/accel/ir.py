@@ -198,16 +198,22 @@ class Graph:
 
     def users(self, value: Value) -> list[Node]:
         """Nodes that read ``value``, in graph order (a node reading it twice appears once)."""
-        if self._users is None:
-            users: dict[int, list[Node]] = {}
+        return list(self.readers(value))
+
+    def readers(self, value: Value) -> Sequence[Node]:
+        """:meth:`users` without the copy: a view to read, not to keep across edits."""
+        users = self._users
+        if users is None:
+            users = {}
             for node in self._nodes:
-                seen: set[int] = set()
                 for v in node.inputs:
-                    if id(v) not in seen:
-                        seen.add(id(v))
-                        users.setdefault(id(v), []).append(node)
+                    found = users.get(id(v))
+                    if found is None:
+                        users[id(v)] = [node]
+                    elif found[-1] is not node:  # (a node reading a value twice is listed once)
+                        found.append(node)
             self._users = users
-        return list(self._users.get(id(value), ()))
+        return users.get(id(value), ())
 
     def is_output(self, value: Value) -> bool:
         return any(v is value for v in self._outputs)

@@ -830,7 +830,7 @@ def _escape(st: _State, root: Node) -> str | None:
         for out in node.outputs:
             if graph.is_output(out):
                 return f"{node.op} output %{out.name} is a graph output, so it cannot be inside the pattern"
-            for user in graph.users(out):
+            for user in graph.readers(out):
                 if id(user) not in matched:
                     return f"{node.op} output %{out.name} is used outside the pattern (by {_what(user)})"
     return None

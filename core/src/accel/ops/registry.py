@@ -374,7 +374,10 @@ def _signature(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any]
 
     The values' types are part of the key: ``True == 1 == 1.0``, yet a rule may refuse a bool.
     """
-    return (op, *in_types, *((k, _kind(v), v) for k, v in attrs.items()))
+    parts = [op, *in_types]
+    for k, v in attrs.items():
+        parts.append((k, _kind(v), v))
+    return tuple(parts)
 
 
 def _kind(v: Any) -> Any:
@@ -382,7 +385,10 @@ def _kind(v: Any) -> Any:
     t = type(v)
     if t is not tuple:
         return t
-    return tuple(_kind(x) if type(x) is tuple else type(x) for x in v)
+    kinds = tuple(map(type, v))  # (a tuple of numbers, as most are: one call)
+    if tuple in kinds:
+        return tuple(_kind(x) if type(x) is tuple else type(x) for x in v)
+    return kinds
 
 
 #: (op, input types, attributes as given) -> (attributes completed and frozen, output types), as

@@ -236,7 +236,7 @@ def _restore_output_names(g: Graph, names: list[str]) -> None:
     """Give each graph output value its original name (renaming, or adding a copy when it cannot)."""
     if all(v.name == n for v, n in zip(g.outputs, names, strict=True)):
         return
-    owner: dict[str, Value] = {v.name: v for v in g.values()}
+    owner = _Owners(g)
     claimed: dict[int, str] = {}
     outputs = list(g.outputs)
     extra: list[Node] = []
@@ -257,11 +257,41 @@ def _restore_output_names(g: Graph, names: list[str]) -> None:
         other = owner.get(name)
         if other is not None and other is not target:
             other.name = g.fresh_name(name)
-            owner[other.name] = other
+            owner.set(other.name, other)
         target.name = name
-        owner[name] = target
+        owner.set(name, target)
         claimed[id(target)] = name
         outputs[i] = target
     if extra:
         g.nodes = [*g.nodes, *extra]
     g.outputs = outputs
+
+
+class _Owners:
+    """The value of ``g`` holding each name, for :func:`_restore_output_names`.
+
+    An output to rename is usually the last node's: a name is first looked for
+    from the end of the node list, and the whole table is built only when a
+    name is not found there (a graph input or a constant holds it, or no value).
+    """
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.table: dict[str, Value] | None = None
+        self.renamed: dict[str, Value] = {}
+
+    def get(self, name: str) -> Value | None:
+        if name in self.renamed:
+            return self.renamed[name]
+        if self.table is None:
+            for node in reversed(self.g.nodes[-64:]):
+                for v in node.outputs:
+                    if v.name == name:
+                        return v
+            self.table = {v.name: v for v in self.g.values()}
+        return self.table.get(name)
+
+    def set(self, name: str, v: Value) -> None:
+        self.renamed[name] = v
+        if self.table is not None:
+            self.table[name] = v

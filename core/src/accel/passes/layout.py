@@ -280,10 +280,24 @@ class _LayoutConverter:
         return None
 
     def elementwise(self, node: Node) -> bool:
-        """Inputs broadcast together, element by element: any permutation of the output passes through."""
+        """Inputs broadcast together, element by element: any permutation of the output passes through.
+
+        The permutation is that of the first permuted non-constant input (every
+        non-constant input must have the output's rank). Most nodes of a network
+        take this path, so it reads the representations directly.
+        """
         rank = node.output.type.rank
-        p = self._common_perm(node.inputs, rank)
-        if p is None or any(v.const is None and v.type.rank != rank for v in node.inputs):
+        rep = self.rep
+        p: Perm | None = None
+        for v in node.inputs:
+            if v.const is None:
+                if v.type.rank != rank:
+                    return False
+                if p is None:
+                    found = rep.get(id(v))
+                    if found is not None and found[1] != identity_perm(rank):
+                        p = found[1]
+        if p is None:
             return False
         attrs = node.attrs
         if attrs.get("axis") is not None:  # per-axis (de)quantization
@@ -291,7 +305,8 @@ class _LayoutConverter:
         inputs = []
         for v in node.inputs:
             if v.const is None:
-                inputs.append(self.as_perm(v, p))
+                found = rep.get(id(v))
+                inputs.append(found[0] if found is not None and found[1] == p else self.as_perm(v, p))
             elif v.type.size == 1:
                 inputs.append(v)  # a single value broadcasts the same in any order
             else:
