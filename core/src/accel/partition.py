@@ -146,7 +146,7 @@ class _Partitioner:
         self.reasons: defaultdict[int, dict[str, str]] = defaultdict(dict)
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: set[tuple[int, int]] = set()
-        self.work: dict[int, tuple[int, int]] = {}  # node index -> (operations, MACs), computed once
+        self.work: list[tuple[int, int] | None] = [None] * n  # by node index: (operations, MACs), computed once
         self.graph_outputs = {id(v) for v in graph.outputs}
         # producers and readers by node index, for the unit graph and region boundaries, in one
         # sweep (the nodes are in topological order: a value's producer comes before its readers)
@@ -338,25 +338,33 @@ class _Partitioner:
     def form_regions(self) -> None:
         """Group units into regions: a Kahn sweep that stays on one backend while it can."""
         n = len(self.nodes)
-        unit, owner = self.unit, self.owner
-        members: dict[int, list[int]] = {}
+        unit, owner, deps = self.unit, self.owner, self.deps
+        # by unit id (the index of its root node): its nodes, the units reading it, unmet inputs
+        members: list[list[int] | None] = [None] * n
         for i in range(n):
-            members.setdefault(unit[i], []).append(i)
-        succ: dict[int, set[int]] = {u: set() for u in members}
-        indeg = dict.fromkeys(members, 0)
+            found = members[unit[i]]
+            if found is None:
+                members[unit[i]] = [i]
+            else:
+                found.append(i)
+        succ: list[set[int] | None] = [None] * n
+        indeg = [0] * n
         for i in range(n):
             u = unit[i]
-            for j in self.deps[i]:
+            for j in deps[i]:
                 w = unit[j]
-                if w != u and u not in succ[w]:
-                    succ[w].add(u)
-                    indeg[u] += 1
+                if w != u:
+                    readers = succ[w]
+                    if readers is None:
+                        succ[w] = {u}
+                        indeg[u] += 1
+                    elif u not in readers:
+                        readers.add(u)
+                        indeg[u] += 1
         heaps: dict[int, list[int]] = {}
-        for u, d in indeg.items():
-            if d == 0:
-                heaps.setdefault(owner[u], []).append(u)
-        for h in heaps.values():
-            heapq.heapify(h)
+        for u in range(n):
+            if members[u] is not None and indeg[u] == 0:
+                heaps.setdefault(owner[u], []).append(u)  # in increasing order: already heaps
         groups: list[tuple[int, list[int]]] = []
         current: int | None = None
         while True:
@@ -367,8 +375,8 @@ class _Partitioner:
                 current = min(live, key=lambda k: heaps[k][0])
                 groups.append((current, []))
             u = heapq.heappop(heaps[current])
-            groups[-1][1].extend(members[u])
-            for w in succ[u]:
+            groups[-1][1].extend(members[u] or ())
+            for w in succ[u] or ():
                 indeg[w] -= 1
                 if indeg[w] == 0:
                     heapq.heappush(heaps.setdefault(owner[w], []), w)
@@ -380,29 +388,36 @@ class _Partitioner:
         """Send unprofitable regions back; True if any was."""
         rejected = False
         producer, users, nodes, graph_outputs = self.producer, self.users, self.nodes, self.graph_outputs
+        work_of = self.work
         self.region_stats: dict[int, tuple[int, int, int]] = {}
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
                 continue
             inside = set(idxs)
-            work = macs = 0
-            for i in idxs:
-                wm = self.work.get(i)
-                if wm is None:
-                    wm = self.work[i] = count_work(self.nodes[i])
-                work += wm[0]
-                macs += wm[1]
-            boundary = 0
-            seen: set[int] = set()
+            work = macs = boundary = 0
+            seen: set[int] = set()  # boundary inputs counted
             for i in idxs:
                 node = nodes[i]
+                wm = work_of[i]
+                if wm is None:
+                    wm = work_of[i] = count_work(node)
+                work += wm[0]
+                macs += wm[1]
                 for v in node.inputs:
-                    if v.const is None and id(v) not in seen and producer.get(id(v), -1) not in inside:
-                        seen.add(id(v))
-                        boundary += v.type.nbytes
+                    if v.const is None:
+                        key = id(v)
+                        if key not in seen and producer.get(key, -1) not in inside:
+                            seen.add(key)
+                            boundary += v.type.nbytes
                 for v in node.outputs:
-                    if id(v) in graph_outputs or any(j not in inside for j in users.get(id(v), ())):
+                    key = id(v)
+                    if key in graph_outputs:
                         boundary += v.type.nbytes
+                        continue
+                    for j in users.get(key, ()):
+                        if j not in inside:
+                            boundary += v.type.nbytes
+                            break
             self.region_stats[g] = (work, macs, boundary)
             backend = self.backends[b]
             info = RegionInfo(backend.name, len(idxs), work, macs, boundary)
