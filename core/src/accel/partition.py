@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from types import MappingProxyType
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from accel.backend import Backend, PatternEntry, RegionInfo, count_work
 from accel.errors import AccelError, PartitionError
@@ -134,14 +134,20 @@ class _Partitioner:
         # The host copy, made when a backend of the model's layout needs it as its view
         # (its regions take their nodes from it); otherwise host nodes are copied one by one.
         self._host: Graph | None = None
-        self.views: dict[str, tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]] = {}
+        # layout -> (the view, its node for each node index (None where it has none), origin)
+        self.views: dict[str, tuple[Graph, list[Node | None], dict[int, tuple[str, Perm]]]] = {}
         self.tables = [_pattern_table(b) for b in backends]
         for b in backends:
             if b.layout == layout:
                 self._host_view()
             elif b.layout not in self.views:
                 view, origin = layout_view(graph, b.layout)
-                self.views[b.layout] = (view, {nd.name: nd for nd in view.nodes}, origin)
+                aligned: list[Node | None] = [None] * n
+                for nd in view.nodes:  # (the transposes it adds have fresh names: not in the index)
+                    i = self.index.get(nd.name)
+                    if i is not None:
+                        aligned[i] = nd
+                self.views[b.layout] = (view, aligned, origin)
         # node index -> {backend: why it declined the node}, made when a first reason is given
         self.reasons: defaultdict[int, dict[str, str]] = defaultdict(dict)
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
@@ -209,7 +215,7 @@ class _Partitioner:
                 self._claim_composites(b, backend, table, view, vnodes)
             for i in range(n):
                 if self.owner[i] < 0 and (i, b) not in self.banned:
-                    node = vnodes.get(self.nodes[i].name)
+                    node = vnodes[i]
                     if node is None:
                         continue
                     reason = self._call_check(backend, partial(backend.check_op, node), node)
@@ -220,7 +226,7 @@ class _Partitioner:
             if backend.layout != self.layout:
                 self._fix_layout(b, backend, vnodes)
 
-    def _claim_composites(self, b: int, backend: Backend, table, view: Graph, vnodes: dict[str, Node]) -> None:
+    def _claim_composites(self, b: int, backend: Backend, table, view: Graph, vnodes: list[Node | None]) -> None:
         try:
             matcher: PatternMatcher[int] = PatternMatcher([(k, e.pattern) for k, e in enumerate(table)])
         except (TypeError, ValueError) as exc:
@@ -230,7 +236,7 @@ class _Partitioner:
         for i in range(len(self.nodes) - 1, -1, -1):
             if self.owner[i] >= 0 or (i, b) in self.banned:
                 continue
-            root = vnodes.get(self.nodes[i].name)
+            root = vnodes[i]
             if root is None or not matcher.candidates(root):
                 continue
             for k, match in matcher.match(root, view, exclude=taken):
@@ -305,12 +311,13 @@ class _Partitioner:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
 
-    def _fix_layout(self, b: int, backend: Backend, vnodes: dict[str, Node]) -> None:
+    def _fix_layout(self, b: int, backend: Backend, vnodes: list[Node | None]) -> None:
         """Give back nodes that would need a layout transpose inside one of ``backend``'s regions."""
         for i, node in enumerate(self.nodes):
             if self.owner[i] != b:
                 continue
-            vnode = vnodes[node.name]
+            vnode = vnodes[i]
+            assert vnode is not None  # (a node a backend owns was seen in its view)
             for v in vnode.inputs:
                 t = v.producer
                 if t is None or t.name in self.index or not t.inputs or t.inputs[0].producer is None:
@@ -571,7 +578,7 @@ class _Partitioner:
             layout = self._region_layout(backend, idxs, group_of, group_layout)
             group_layout[g] = layout
             _, vnodes, origin = self.views[layout] if layout != self.layout else self._host_view()
-            body_nodes = [vnodes[self.nodes[i].name] for i in idxs]
+            body_nodes = cast("list[Node]", [vnodes[i] for i in idxs])  # (every node is in its view)
             produced = {id(v) for nd in body_nodes for v in nd.outputs}
             # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
             body_inputs: list[Value] = []
@@ -670,11 +677,12 @@ class _Partitioner:
             rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
         return host, report
 
-    def _host_view(self) -> tuple[Graph, dict[str, Node], dict[int, tuple[str, Perm]]]:
+    def _host_view(self) -> tuple[Graph, list[Node | None], dict[int, tuple[str, Perm]]]:
         """The host copy as a view in the model's layout (the view of a backend of that layout)."""
         if self.layout not in self.views:
             origin = {id(v): (v.name, identity_perm(v.type.rank)) for v in self.host.values()}
-            self.views[self.layout] = (self.host, {nd.name: nd for nd in self.host.nodes}, origin)
+            aligned: list[Node | None] = list(self.host.nodes)  # (in the input graph's order)
+            self.views[self.layout] = (self.host, aligned, origin)
         return self.views[self.layout]
 
     def _region_layout(
@@ -700,7 +708,8 @@ class _Partitioner:
                     return backend.layout
         host_nodes = self._host_view()[1]
         for i in idxs:
-            host_node = host_nodes[self.nodes[i].name]
+            host_node = host_nodes[i]
+            assert host_node is not None
             if self._call_check(backend, partial(backend.check_op, host_node), host_node) is not None:
                 return backend.layout
         return self.layout
