@@ -153,6 +153,8 @@ class _Partitioner:
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: set[tuple[int, int]] = set()
         self.work: list[tuple[int, int] | None] = [None] * n  # by node index: (operations, MACs), computed once
+        # (its keys name attribute mappings by id: those of the graph's nodes, alive while it is partitioned)
+        self._work_memo: dict[tuple[object, ...], tuple[int, int]] = {}
         self.graph_outputs = {id(v) for v in graph.outputs}
         # producers and readers by node index, for the unit graph and region boundaries, in one
         # sweep (the nodes are in topological order: a value's producer comes before its readers)
@@ -342,6 +344,17 @@ class _Partitioner:
             self.banned.add((j, b))
         self.composite.pop(u, None)
 
+    def _count_work(self, node: Node) -> tuple[int, int]:
+        """:func:`count_work`, remembered by what it reads of a node (op, attributes, input and
+        output types): a network repeats a few layer shapes many times."""
+        if node.body is not None:
+            return count_work(node)
+        key = (node.op, id(node.attrs), *[v.type for v in node.inputs], None, *[v.type for v in node.outputs])
+        found = self._work_memo.get(key)
+        if found is None:
+            found = self._work_memo[key] = count_work(node)
+        return found
+
     def form_regions(self) -> None:
         """Group units into regions: a Kahn sweep that stays on one backend while it can."""
         n = len(self.nodes)
@@ -407,7 +420,7 @@ class _Partitioner:
                 node = nodes[i]
                 wm = work_of[i]
                 if wm is None:
-                    wm = work_of[i] = count_work(node)
+                    wm = work_of[i] = self._count_work(node)
                 work += wm[0]
                 macs += wm[1]
                 for v in node.inputs:

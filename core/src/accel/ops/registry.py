@@ -19,7 +19,9 @@ An op is defined once, in the module of its family, with :func:`register_op`::
   :class:`OpContext` (attributes, input/output types, constant inputs).
 - ``prepare(ctx)``, optional, returns a callable ``f(*arrays)`` specialised for
   one node: executors call it once per node, so weights can be packed ahead.
-- ``macs(ctx)``, optional, counts multiply-accumulates (cost hints).
+- ``macs(ctx)``, optional, counts multiply-accumulates (cost hints) from the
+  attributes and types (not constant values: the partitioner remembers the
+  count by op, attributes and types).
 
 Traits: what passes need to know about an op is declared here, on the op,
 and passes ask the :class:`OpDef`, never a list of op names of their own:
@@ -56,7 +58,7 @@ and passes ask the :class:`OpDef`, never a list of op names of their own:
   a region of nothing else is not worth offloading.
 - ``work(ctx)``, optional, counts the elementary operations of one node
   (default: one per output element; zero for ``moves_data`` ops; at least
-  ``macs``). Pooling counts its window.
+  ``macs``), like ``macs`` from attributes and types. Pooling counts its window.
 - ``channel_axes(attrs, rank)``, for linear layers ``(data, weight) → out``
   (convolutions, dense): the channel axis of the output and the weight axis
   holding output channels (``None`` when groups split them). Batch norms fold
