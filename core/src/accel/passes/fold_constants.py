@@ -40,7 +40,7 @@ def fold_constants(
     sweeps once, at its end).
     """
     g = graph if in_place else graph.copy()
-    if not any(node.op in _MOVES or _all_constant(node) for node in g.nodes):
+    if not _anything_to_fold(g):
         if dce:
             remove_dead_nodes(g)  # nothing to fold or simplify: what the sweep would leave
         return g
@@ -58,6 +58,22 @@ def fold_constants(
 
 
 _MOVES = ("reshape", "transpose", "cast")  # what _simplify rewrites
+
+
+def _anything_to_fold(g: Graph) -> bool:
+    """Whether a node moves data or reads only constants (a loop: it runs over every node twice
+    in :func:`~accel.passes.simplify`)."""
+    for node in g.nodes:
+        if node.op in _MOVES:
+            return True
+        inputs = node.inputs
+        if inputs and node.op != CALL_OP:
+            for v in inputs:
+                if v.const is None:
+                    break
+            else:
+                return True
+    return False
 
 
 def _all_constant(node: Node) -> bool:

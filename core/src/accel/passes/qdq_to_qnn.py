@@ -66,7 +66,7 @@ def qdq_to_qnn(graph: Graph, *, in_place: bool = False, dce: bool = True) -> Gra
     sweeps once, at its end).
     """
     g = graph if in_place else graph.copy()
-    if not any(_role(node) is Qdq.QUANTIZE for node in g.nodes):
+    if not _quantizes(g):
         if dce:
             remove_dead_nodes(g)  # no group to rewrite: what the sweep would leave
         return g
@@ -108,6 +108,21 @@ def qdq_protected_nodes(graph: Graph) -> set[int]:
 
 # --------------------------------------------------------------------------------------
 # matching helpers
+
+
+def _quantizes(g: Graph) -> bool:
+    """Whether a node of ``g`` quantizes (an op's role looked up once, unless its attributes decide it)."""
+    roles: dict[str, Qdq | None] = {}  # op -> its role; None when the attributes decide it
+    for node in g.nodes:
+        op = node.op
+        if op in roles:
+            role = roles[op]
+        else:
+            qdq = Qdq.NONE if op == CALL_OP else get_op(op).qdq
+            role = roles[op] = qdq if isinstance(qdq, Qdq) else None
+        if (role if role is not None else _role(node)) is Qdq.QUANTIZE:
+            return True
+    return False
 
 
 def _role(node: Node | None) -> Qdq:
