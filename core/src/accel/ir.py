@@ -114,7 +114,10 @@ class Node:
         self.op = op
         self.inputs: list[Value] = list(inputs)
         self.attrs = attrs if type(attrs) is MappingProxyType else freeze_attrs(attrs)  # frozen ones as they are
-        self.outputs: list[Value] = [Value(n, t, self) for n, t in zip(output_names, output_types)]
+        if len(output_types) == 1:  # most nodes: no comprehension to run
+            self.outputs: list[Value] = [Value(output_names[0], output_types[0], self)]
+        else:
+            self.outputs = [Value(n, t, self) for n, t in zip(output_names, output_types)]
         self.body = body
 
     def copy_reading(self, inputs: Sequence[Value]) -> Node:

@@ -151,7 +151,7 @@ class _Partitioner:
         # node index -> {backend: why it declined the node}, made when a first reason is given
         self.reasons: defaultdict[int, dict[str, str]] = defaultdict(dict)
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
-        self.banned: set[tuple[int, int]] = set()
+        self.banned: list[set[int]] = [set() for _ in backends]  # per backend: node indices it may not take
         self.work: list[tuple[int, int] | None] = [None] * n  # by node index: (operations, MACs), computed once
         # (its keys name attribute mappings by id: those of the graph's nodes, alive while it is partitioned)
         self._work_memo: dict[tuple[object, ...], tuple[int, int]] = {}
@@ -215,12 +215,18 @@ class _Partitioner:
             table = self.tables[b]
             if table:
                 self._claim_composites(b, backend, table, view, vnodes)
+            banned, owner, check_op = self.banned[b], self.owner, backend.check_op
             for i in range(n):
-                if self.owner[i] < 0 and (i, b) not in self.banned:
+                if owner[i] < 0 and i not in banned:
                     node = vnodes[i]
                     if node is None:
                         continue
-                    reason = self._call_check(backend, partial(backend.check_op, node), node)
+                    try:  # (as _call_check, without a partial per node)
+                        reason = check_op(node)
+                    except AccelError:
+                        raise
+                    except Exception as exc:
+                        raise _check_raised(backend, node, exc) from exc
                     if reason is None:
                         self.owner[i] = b
                     else:
@@ -235,15 +241,16 @@ class _Partitioner:
             raise PartitionError(f"backend {backend.name}: invalid pattern table: {exc}") from exc
         taken = _Taken(self, b)
         own_checks = _op_checks(backend)
+        owner, banned = self.owner, self.banned[b]  # (owner is filled in place below)
         for i in range(len(self.nodes) - 1, -1, -1):
-            if self.owner[i] >= 0 or (i, b) in self.banned:
+            if owner[i] >= 0 or i in banned:
                 continue
             root = vnodes[i]
             if root is None or not matcher.candidates(root):
                 continue
             for k, match in matcher.match(root, view, exclude=taken):
                 idxs = [self.index.get(m.name, -1) for m in match.nodes]
-                if any(j < 0 or self.owner[j] >= 0 or (j, b) in self.banned for j in idxs):
+                if any(j < 0 or owner[j] >= 0 or j in banned for j in idxs):
                     continue
                 entry = table[k]
                 reason = self._call_check(backend, partial(backend.check_match, entry, match), root)
@@ -308,10 +315,7 @@ class _Partitioner:
         except AccelError:
             raise
         except Exception as exc:
-            raise PartitionError(
-                f"backend {backend.name}: its check raised on node {node.name!r} ({node.op}): "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+            raise _check_raised(backend, node, exc) from exc
 
     def _fix_layout(self, b: int, backend: Backend, vnodes: list[Node | None]) -> None:
         """Give back nodes that would need a layout transpose inside one of ``backend``'s regions."""
@@ -341,7 +345,7 @@ class _Partitioner:
             self.owner[j] = -1
             self.unit[j] = j
             self.reasons[j][self.backends[b].name] = reason
-            self.banned.add((j, b))
+            self.banned[b].add(j)
         self.composite.pop(u, None)
 
     def _count_work(self, node: Node) -> tuple[int, int]:
@@ -447,7 +451,7 @@ class _Partitioner:
             rejected = True
             for i in idxs:
                 self.reasons[i][backend.name] = reason
-                self.banned.add((i, b))
+                self.banned[b].add(i)
                 if final:
                     self.owner[i] = -1
                     self.unit[i] = i
@@ -846,6 +850,12 @@ class _Partitioner:
         )
 
 
+def _check_raised(backend: Backend, node: Node, exc: Exception) -> PartitionError:
+    return PartitionError(
+        f"backend {backend.name}: its check raised on node {node.name!r} ({node.op}): {type(exc).__name__}: {exc}"
+    )
+
+
 def _pattern_table(backend: Backend) -> list[PatternEntry]:
     return _ask(backend, "its pattern table", lambda: list(backend.pattern_table()))
 
@@ -875,7 +885,7 @@ class _Taken:
 
     def __contains__(self, node: object) -> bool:
         i = self.p.index.get(getattr(node, "name", ""), -1)
-        return i < 0 or self.p.owner[i] >= 0 or (i, self.b) in self.p.banned
+        return i < 0 or self.p.owner[i] >= 0 or i in self.p.banned[self.b]
 
 
 def _values_near(root: Node, limit: int = 64) -> dict[str, Value]:
