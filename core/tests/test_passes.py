@@ -312,6 +312,22 @@ def test_simplify_is_idempotent():
         assert str(simplify(once)) == str(once)
 
 
+def test_one_folding_sweep_leaves_nothing_to_fold():
+    """simplify folds once when there is no batch norm: a second sweep must find nothing."""
+    from accel.testing import modelgen
+
+    b = Builder(x=(2, 3, 4))
+    x = b.op("transpose", b.op("transpose", b.x["x"], axes=(1, 0, 2)), axes=(2, 1, 0))
+    x = b.op("reshape", b.op("reshape", b.op("cast", x, dtype="float32"), newshape=(4, 6)), newshape=(24,))
+    c = b.op("reshape", b.op("transpose", b.randc(2, 12), axes=(1, 0)), newshape=(24,))
+    graphs = [b.done(b.op("add", x, b.op("exp", c)))]
+    graphs += [accel.import_onnx(m) for m in (modelgen.transformer_encoder(), modelgen.mobilenet_v2(32))]
+    for g in graphs:
+        assert not any(n.op == "nn.batch_norm" for n in g.nodes)
+        once = simplify(g)
+        assert str(fold_constants(once)) == str(once)
+
+
 def test_simplify_on_qdq_graph_folds_the_float_head():
     g = _qdq_conv_with_float_head()
     out = simplify(g)

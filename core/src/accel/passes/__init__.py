@@ -23,7 +23,9 @@ def simplify(graph: Graph, *, in_place: bool = False) -> Graph:
     """The default pipeline: types, QDQ → qnn, folding, batch-norm folding, dead code.
 
     ``infer_types → qdq_to_qnn → fold_constants → fold_batch_norm →
-    fold_constants → eliminate_dead_code``, then ``lint``. ``qdq_to_qnn`` runs
+    fold_constants → eliminate_dead_code``, then ``lint`` (the batch-norm
+    folding and the folding after it only when the graph has batch norms: one
+    folding sweep leaves nothing to fold). ``qdq_to_qnn`` runs
     before folding so that quantized weights stay quantized; the dequantizes of
     constants it leaves (a float head's weights) fold to float constants.
 
@@ -40,10 +42,12 @@ def simplify(graph: Graph, *, in_place: bool = False) -> Graph:
             g = graph
         else:
             g = infer_types(graph)
+        batch_norms = any(node.op == "nn.batch_norm" for node in g.nodes)
         g = qdq_to_qnn(g, in_place=True, dce=False)
         g = fold_constants(g, in_place=True, dce=False)
-        g = fold_batch_norm(g, in_place=True, dce=False)
-        g = fold_constants(g, in_place=True, dce=False)
+        if batch_norms:  # (the passes before make none): what folding them leaves folds again
+            g = fold_batch_norm(g, in_place=True, dce=False)
+            g = fold_constants(g, in_place=True, dce=False)
         g = eliminate_dead_code(g, in_place=True)  # one sweep for all of them
         g.lint(check_types=False)
     return g
