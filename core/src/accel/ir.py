@@ -368,9 +368,10 @@ class Graph:
             define(v)
         node_names: set[str] = set()
         for node in self._nodes:
-            if node.name in node_names:
-                raise GraphError(f"duplicate node name {node.name!r} in graph {self.name!r}")
+            count = len(node_names)
             node_names.add(node.name)
+            if len(node_names) == count:  # (one hash lookup: the name was there)
+                raise GraphError(f"duplicate node name {node.name!r} in graph {self.name!r}")
             for v in node.inputs:
                 if id(v) in defined:
                     continue
@@ -388,14 +389,12 @@ class Graph:
             for v in node.outputs:  # define(v), inlined: every value of the graph passes here
                 if v.producer is not node:
                     raise GraphError(f"output %{v.name} of node {node.name!r} names another producer")
-                key = id(v)
-                if key in defined:
+                count = len(defined)
+                defined.add(id(v))
+                if len(defined) == count:
                     raise GraphError(f"value %{v.name} is produced twice")
-                name = v.name
-                if name in names:
-                    raise GraphError(f"duplicate value name {name!r} in graph {self.name!r}")
-                names[name] = v
-                defined.add(key)
+                if names.setdefault(v.name, v) is not v:
+                    raise GraphError(f"duplicate value name {v.name!r} in graph {self.name!r}")
             if node.body is not None:
                 node.body.lint(check_types=check_types)
             if check_types:
