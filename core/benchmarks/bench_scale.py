@@ -18,9 +18,10 @@ Beside them, not in the total: ``partition_graph(..., materialize=False)``,
 the same partitioning with the partitioned graph built, as ``accel compile``
 needs it.
 
-Every (size, backend) case runs ``--repeat`` times (3 by default), each time in
-a fresh Python process, as the command would; the table shows the run of median
-total CPU time, and the fastest and slowest totals. Each run, like the command, freezes what each stage built (``accel.ir.freeze_after_pauses``). CPU time (``time.process_time``) and wall time are both given: the
+Every (size, backend) case runs ``--repeat`` times (3 by default), the cases of
+one size taking turns, each time in a fresh Python process, as the command
+would; the table shows the run of median total CPU time, and the fastest and
+slowest totals. Each run, like the command, freezes what each stage built (``accel.ir.freeze_after_pauses``). CPU time (``time.process_time``) and wall time are both given: the
 machine is shared, and wall time counts the other jobs' share too. Goals:
 < 10 s for 100k nodes, and 100k / 10k ≤ 11 (linear would be 10).
 
@@ -119,15 +120,17 @@ def main() -> None:
         for n in sizes:
             path = str(Path(tmp) / f"chain{n}.onnx")
             onnx.save_model(modelgen.chain(n), path)
-            for target in ([], ["testbackend"]):
-                runs = []
-                for _ in range(max(1, args.repeat)):
+            targets: list[list[str]] = [[], ["testbackend"]]
+            runs: list[list[dict]] = [[] for _ in targets]
+            for _ in range(max(1, args.repeat)):  # the cases take turns: a slow spell of the machine
+                for t, target in enumerate(targets):  # falls on runs of both, not on one case's all
                     run = measure(path, target)
                     run["total"] = [sum(run["times"][s][k] for s in STAGES) for k in (0, 1)]
-                    runs.append(run)
-                runs.sort(key=lambda r: r["total"][0])
-                row = dict(runs[len(runs) // 2])  # the median run
-                row.update(size=n, target=",".join(target) or "(none)", runs=[r["total"] for r in runs])
+                    runs[t].append(run)
+            for target, done in zip(targets, runs):
+                done.sort(key=lambda r: r["total"][0])
+                row = dict(done[len(done) // 2])  # the median run
+                row.update(size=n, target=",".join(target) or "(none)", runs=[r["total"] for r in done])
                 rows.append(row)
     table = Table(
         title=f"accel inspect stages on a Conv/Relu/Sigmoid/Add chain, median of {max(1, args.repeat)} runs: "
