@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from model_builders import model_of
+from onnx import TensorProto, helper
 
 import accel
 from accel.errors import AccelError, ExternalDataError, GraphError, InputError, ModelError, UnsupportedOpError
@@ -19,19 +20,6 @@ from accel.frontend import external_data
 from accel.frontend.onnx import import_model
 
 F = TensorProto.FLOAT
-
-
-def model_of(nodes, inputs, outputs, inits=None, opset: int = 17) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
-    graph = helper.make_graph(
-        nodes,
-        "bad",
-        [helper.make_tensor_value_info(k, t, s) for k, (s, t) in inputs.items()],
-        [helper.make_tensor_value_info(o, F, None) for o in outputs],
-        initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
-    )
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
 
 
 def good_model() -> onnx.ModelProto:

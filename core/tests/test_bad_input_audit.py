@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from model_builders import model_of
 from onnx import TensorProto, helper, numpy_helper
 
 import accel
@@ -50,21 +51,8 @@ def no_hang() -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def _model(nodes, inputs, outputs, inits=None) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
-    graph = helper.make_graph(
-        nodes,
-        "audit",
-        [helper.make_tensor_value_info(k, t, s) for k, (s, t) in inputs.items()],
-        [helper.make_tensor_value_info(o, F, None) for o in outputs],
-        initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
-    )
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
-
-
 def relu_model(name: str = "x", out: str = "y") -> onnx.ModelProto:
-    return _model([helper.make_node("Relu", [name], [out])], {name: ([1, 3, 4, 4], F)}, [out])
+    return model_of([helper.make_node("Relu", [name], [out])], {name: ([1, 3, 4, 4], F)}, [out])
 
 
 @pytest.fixture()
@@ -448,13 +436,13 @@ def test_negative_seed_is_a_usage_error(capsys: pytest.CaptureFixture[str], work
 def test_kernel_shape_disagreeing_with_the_weight(op: str) -> None:
     w = np.ones((3, 3, 3, 3), np.float32)
     node = helper.make_node(op, ["x", "w"], ["y"], name="conv7", kernel_shape=[5, 5])
-    m = _model([node], {"x": ([1, 3, 8, 8], F)}, ["y"], {"w": w})
+    m = model_of([node], {"x": ([1, 3, 8, 8], F)}, ["y"], {"w": w})
     with pytest.raises(ModelError) as exc:
         accel.import_onnx(m)
     line = one_line(exc)
     assert "conv7" in line and "kernel_shape [5, 5] disagrees with the weight 'w' of shape [3, 3, 3, 3]" in line
     node = helper.make_node(op, ["x", "w"], ["y"], kernel_shape=[3, 3])
-    accel.import_onnx(_model([node], {"x": ([1, 3, 8, 8], F)}, ["y"], {"w": w}))  # agreeing: fine
+    accel.import_onnx(model_of([node], {"x": ([1, 3, 8, 8], F)}, ["y"], {"w": w}))  # agreeing: fine
 
 
 def test_qlinear_conv_kernel_shape_disagreeing_with_the_weight() -> None:
@@ -481,7 +469,7 @@ def test_qlinear_conv_kernel_shape_disagreeing_with_the_weight() -> None:
 
 
 def test_a_model_with_no_nodes_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    m = _model([], {"x": ([1, 3], F)}, ["x"])
+    m = model_of([], {"x": ([1, 3], F)}, ["x"])
     path = tmp_path / "empty_graph.onnx"
     onnx.save(m, path)
     for command in ("inspect", "run", "compile"):
@@ -496,7 +484,7 @@ def test_run_needing_more_memory_than_the_machine_has_is_refused_before_running(
     nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Sigmoid", ["x"], ["b"])]
     nodes.append(helper.make_node("Add", ["a", "b"], ["y"]))
     path = tmp_path / "wide.onnx"
-    onnx.save(_model(nodes, {"x": ([1, 256], F)}, ["y"]), path)
+    onnx.save(model_of(nodes, {"x": ([1, 256], F)}, ["y"]), path)
     graph = accel.import_onnx(path)
     from accel.executor import ReferenceExecutor
 
