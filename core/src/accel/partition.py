@@ -228,7 +228,7 @@ class _Partitioner:
                     except Exception as exc:
                         raise _check_raised(backend, node, exc) from exc
                     if reason is None:
-                        self.owner[i] = b
+                        owner[i] = b
                     else:
                         self.reasons[i].setdefault(backend.name, reason)
             if backend.layout != self.layout:
@@ -825,8 +825,7 @@ class _Partitioner:
             outputs = []
             for v in node.outputs:
                 outputs.append(v.name)
-                text = texts.get(v.type)
-                types[v.name] = text if text is not None else type_text(v)
+                types[v.name] = type_text(v)
             nodes.append(
                 NodeReport(
                     node.name,

@@ -61,8 +61,7 @@ _MOVES = ("reshape", "transpose", "cast")  # what _simplify rewrites
 
 
 def _anything_to_fold(g: Graph) -> bool:
-    """Whether a node moves data or reads only constants (a loop: it runs over every node twice
-    in :func:`~accel.passes.simplify`)."""
+    """Whether a node moves data or reads only constants."""
     for node in g.nodes:
         if node.op in _MOVES:
             return True
@@ -74,10 +73,6 @@ def _anything_to_fold(g: Graph) -> bool:
             else:
                 return True
     return False
-
-
-def _all_constant(node: Node) -> bool:
-    return node.op != CALL_OP and bool(node.inputs) and all(v.const is not None for v in node.inputs)
 
 
 def _foldable(node: Node, inputs: list[Value], protected: set[int], max_bytes: int) -> bool:

@@ -113,8 +113,8 @@ class _LayoutConverter:
         self.lazy_constants = lazy_constants
         #: id(new value) -> (original value, p) with new = transpose(original, p)
         self.origin: dict[int, tuple[Value, Perm]] = {}
-        self.conv_attrs: dict[tuple[int, str], Mapping[str, Any]] = {}  # (id(a conv's attributes), op) -> converted
-        self._keep: list[Mapping[str, Any]] = []
+        # (id(a conv's attributes), op) -> converted; the ids are those of the graph's nodes, alive meanwhile
+        self.conv_attrs: dict[tuple[int, str], Mapping[str, Any]] = {}
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
@@ -259,7 +259,6 @@ class _LayoutConverter:
         if attrs is None:
             attrs = _replaced(node.attrs, data_layout=self.layout, kernel_layout=kernel_dst)
             self.conv_attrs[key] = attrs
-            self._keep.append(node.attrs)  # (its id stays its own while remembered)
         new = self.make(node, [data, weight], attrs, perm=p)
         self._made_rep(node.output, new.output, p)
         return True
