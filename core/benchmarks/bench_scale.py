@@ -18,7 +18,7 @@ Beside them, not in the total: ``partition_graph(..., materialize=False)``,
 the same partitioning with the partitioned graph built, as ``accel compile``
 needs it.
 
-Every (size, backend) case runs ``--repeat`` times (3 by default), the cases of
+Every (size, backend) case runs ``--repeat`` times (5 by default), the cases of
 one size taking turns, each time in a fresh Python process, as the command
 would; the table shows the run of median total CPU time, and the fastest and
 slowest totals. Each run, like the command, freezes what each stage built (``accel.ir.freeze_after_pauses``). CPU time (``time.process_time``) and wall time are both given: the
@@ -98,7 +98,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="chain sizes in ONNX nodes, comma-separated")
     ap.add_argument("--json", help="also write the figures to this file")
-    ap.add_argument("--repeat", type=int, default=3, help="fresh-process runs of each case (the median is shown)")
+    ap.add_argument("--repeat", type=int, default=5, help="fresh-process runs of each case (the median is shown)")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: time one model file in this process
     ap.add_argument("--backends", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -577,3 +577,14 @@ def test_input_shapes_must_be_integers(work: dict[str, Path], shape) -> None:  #
     with pytest.raises(ModelError, match="must be a tuple of integers"):
         SpecializedModel(work["model"], input_shapes={"x": shape}).run({"x": np.zeros((1, 3, 4, 4), np.float32)})
     accel.import_onnx(work["model"], input_shapes={"x": (np.int64(1), 3, 4, 4)})  # numpy integers are integers
+
+
+def test_a_report_that_cannot_be_written_leaves_no_artifact(capsys: pytest.CaptureFixture[str], work) -> None:  # type: ignore[no-untyped-def]
+    full = _char_device("/dev/full")
+    out = work["dir"] / "m.accel"
+    line = error_line(cli(capsys, "compile", work["model"], "-o", out, "--report", full))
+    assert "cannot write '/dev/full'" in line
+    assert not out.exists()
+    code, _, err = cli(capsys, "compile", work["model"], "-o", out, "--report", work["dir"] / "m.html")
+    assert code == 0, err
+    assert out.is_file() and (work["dir"] / "m.html").is_file()

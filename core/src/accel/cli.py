@@ -610,7 +610,16 @@ def compile(
             status.update(Text(f"compiling {model.name}: {stage} {done}/{total} ..."))
 
         artifact = compile_model(model, target=tgt, input_shapes=shapes, progress=progress)
+        html = report_to_html(artifact.report, f"{model.name} on {tgt.describe()}") if report is not None else ""
         artifact.save(out_path)
+        if report is not None:
+            try:
+                _write_text(report, html)
+            except AccelError:  # both outputs or neither: the artifact just written (a file) goes
+                written = Path(os.path.realpath(out_path))
+                if written.is_file():
+                    written.unlink()
+                raise
     _note_fixed_dims(model, artifact.graph, shapes)
     elapsed = time.perf_counter() - t0
     print_report(artifact.report, out, verbose=verbose)
@@ -622,7 +631,6 @@ def compile(
             soft_wrap=True,
         )
     if report is not None:
-        _write_text(report, report_to_html(artifact.report, f"{model.name} on {tgt.describe()}"))
         out.print(f"wrote {report}")
     size = out_path.stat().st_size
     out.print(f"wrote {out_path} ({size / 1e6:.2f} MB) in {elapsed:.2f} s")

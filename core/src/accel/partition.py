@@ -161,6 +161,7 @@ class _Partitioner:
         producer: dict[int, int] = {}
         users: dict[int, list[int]] = {}
         deps: list[list[int]] = []
+        read = [False] * n  # by node index: whether a node of the graph reads one of its outputs
         late = False
         for i, node in enumerate(self.nodes):
             # (a node reading a value twice lists its producer twice: harmless where deps are read)
@@ -170,6 +171,7 @@ class _Partitioner:
                 j = producer.get(key)
                 if j is not None:
                     mine.append(j)
+                    read[j] = True
                 elif v.producer is not None:
                     late = True  # produced later (out of order) or outside the graph
                 found = users.get(key)
@@ -182,6 +184,10 @@ class _Partitioner:
                 producer[id(v)] = i
         if late:  # the unit graph must see every edge, so that form_regions finds a cycle
             deps = [[producer[id(v)] for v in node.inputs if id(v) in producer] for node in self.nodes]
+            for d in deps:
+                for j in d:
+                    read[j] = True
+        self._read = read
         self.producer, self.users, self.deps = producer, users, deps
 
     @property
@@ -435,13 +441,8 @@ class _Partitioner:
                             boundary += v.type.nbytes
                 for v in node.outputs:
                     key = id(v)
-                    if key in graph_outputs:
+                    if key in graph_outputs or not inside.issuperset(users.get(key, ())):
                         boundary += v.type.nbytes
-                        continue
-                    for j in users.get(key, ()):
-                        if j not in inside:
-                            boundary += v.type.nbytes
-                            break
             self.region_stats[g] = (work, macs, boundary)
             backend = self.backends[b]
             info = RegionInfo(backend.name, len(idxs), work, macs, boundary)
@@ -466,8 +467,11 @@ class _Partitioner:
     def has_dead_nodes(self) -> bool:
         """Whether a node of the input graph is dead. A dead chain ends in a node nothing reads,
         so looking for a node none of whose outputs is read or returned is enough."""
-        users, outputs = self.users, self.graph_outputs
-        return any(not any(id(v) in users or id(v) in outputs for v in node.outputs) for node in self.nodes)
+        outputs = self.graph_outputs
+        for i, was_read in enumerate(self._read):
+            if not was_read and not any(id(v) in outputs for v in self.nodes[i].outputs):
+                return True
+        return False
 
     def build(self, *, graphs: bool = True) -> tuple[Graph | None, Report]:
         """The host graph with a ``call`` per region, and the report.
@@ -482,12 +486,12 @@ class _Partitioner:
         transpose_attrs: dict[Perm, Mapping[str, object]] = {}  # one frozen mapping per permutation
         new_nodes: list[Node] = []
         reports: list[PartitionReport] = []
-        node_part: dict[int, str] = {}
+        node_part: list[str | None] = [None] * len(self.nodes)  # by node index: its partition
         counters: dict[str, int] = {}
         region_transposes: dict[str, list[Node]] = {}
         made: dict[str, int] = {}  # without graphs: transposes per region
 
-        graph_outputs = self.graph_outputs
+        graph_outputs, users = self.graph_outputs, self.users
         host: Graph | None = None
         if not graphs:  # values stand for themselves by name; no node is copied
             stand_ins: dict[str, Value] = {}
@@ -581,7 +585,10 @@ class _Partitioner:
                 out = transposes[key] = t.output
             return out
 
-        group_of = {i: g for g, (_, idxs) in enumerate(self.groups) for i in idxs}
+        group_of = [0] * len(self.nodes)  # by node index: its group
+        for g, (_, idxs) in enumerate(self.groups):
+            for i in idxs:
+                group_of[i] = g
         group_layout: dict[int, str] = {}  # region -> the layout its body is in
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
@@ -628,8 +635,8 @@ class _Partitioner:
             unread = False  # a value nothing reads: the body keeps a dead node to drop
             for i, nd in zip(idxs, body_nodes):
                 for ov, v in zip(self.nodes[i].outputs, nd.outputs):
-                    readers = self.users.get(id(ov), ())
-                    if id(ov) in graph_outputs or any(j not in in_region for j in readers):
+                    readers = users.get(id(ov), ())
+                    if id(ov) in graph_outputs or not in_region.issuperset(readers):
                         body_outputs.append(v)
                     elif not readers:
                         unread = True
@@ -703,7 +710,7 @@ class _Partitioner:
         return self.views[self.layout]
 
     def _region_layout(
-        self, backend: Backend, idxs: list[int], group_of: dict[int, int], group_layout: dict[int, str]
+        self, backend: Backend, idxs: list[int], group_of: list[int], group_layout: dict[int, str]
     ) -> str:
         """The layout a region's body is built in: its backend's, except for a region of elementwise ops only.
 
@@ -793,7 +800,7 @@ class _Partitioner:
         body.nodes = new_nodes
         body.outputs = [remap.get(id(v), v) for v in body.outputs]
 
-    def _report(self, node_part: dict[int, str], partitions: list[PartitionReport]) -> Report:
+    def _report(self, node_part: list[str | None], partitions: list[PartitionReport]) -> Report:
         nodes = []
         names = [bk.name for bk in self.backends]
         before = [names[:b] for b in range(len(names))]  # the backends that declined a node of backend b
@@ -831,7 +838,7 @@ class _Partitioner:
                     node.name,
                     node.op,
                     HOST if b < 0 else names[b],
-                    node_part.get(i),
+                    node_part[i],
                     composite[u] if in_composite else None,
                     reasons,
                     [v.name for v in node.inputs if v.const is None],

@@ -358,6 +358,9 @@ class _Importer:
         self.reserved: set[str] = set()
         self.taken: set[str] = set()
         self.node_names: set[str] = set()
+        # hint -> the last suffix taken for it (all the lower ones are taken too)
+        self._suffixes: dict[str, int] = {}
+        self._node_suffixes: dict[str, int] = {}
         self.used: set[int] = set()
         self.label = ""
         self.hint = "v"
@@ -365,12 +368,21 @@ class _Importer:
 
     # -- names ---------------------------------------------------------------------
     def _fresh(self, hint: str) -> str:
+        """The first free name of ``hint``, ``hint_1``, ``hint_2``, ... (taken)."""
         hint = hint or "v"
-        name, i = hint, 0
-        while name in self.taken or name in self.reserved:
-            i += 1
-            name = f"{hint}_{i}"
-        self.taken.add(name)
+        taken, reserved = self.taken, self.reserved
+        name = hint
+        if name in taken or name in reserved:
+            # names are only ever added: the suffixes tried before for this hint are still taken
+            # (else many nodes of one hint would each try them all again: quadratic)
+            i = self._suffixes.get(hint, 0)
+            while True:
+                i += 1
+                name = f"{hint}_{i}"
+                if name not in taken and name not in reserved:
+                    break
+            self._suffixes[hint] = i
+        taken.add(name)
         return name
 
     def _value_name(self, onnx_name: str | None, hint: str) -> str:
@@ -379,13 +391,21 @@ class _Importer:
             return onnx_name
         return self._fresh(hint)
 
-    def _fresh_node(self, hint: str) -> str:
+    def _fresh_node(self, hint: str, *, take: bool = True) -> str:
+        """The first free node name of ``hint``, ``hint_1``, ... (taken unless ``take`` is off)."""
         hint = hint or "node"
-        name, i = hint, 0
-        while name in self.node_names:
-            i += 1
-            name = f"{hint}_{i}"
-        self.node_names.add(name)
+        names = self.node_names
+        name = hint
+        if name in names:  # (ONNX node names need not be unique: many nodes may share one)
+            i = self._node_suffixes.get(hint, 0)
+            while True:
+                i += 1
+                name = f"{hint}_{i}"
+                if name not in names:
+                    break
+            self._node_suffixes[hint] = i if take else i - 1
+        if take:
+            names.add(name)
         return name
 
     # -- values --------------------------------------------------------------------
@@ -819,8 +839,8 @@ class _Importer:
         """Convert one ONNX node (its input and output names as read by :meth:`toposort`)."""
         op_type, node_name = node.op_type, node.name
         self.label = label = repr(node_name) if node_name else _label(node, index)
-        self.node_name = self._fresh_node(node_name or f"{op_type}_{index}")
-        self.node_names.discard(self.node_name)  # the first IR node of this ONNX node takes it
+        # (free, not taken: the first IR node of this ONNX node takes it)
+        self.node_name = self._fresh_node(node_name or f"{op_type}_{index}", take=False)
         self.hint = outputs[0] if outputs and outputs[0] else next((o for o in outputs if o), node_name or op_type)
         domain = node.domain
         if domain == "ai.onnx":
