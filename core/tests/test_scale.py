@@ -180,3 +180,66 @@ def test_many_nodes_of_one_name_import_in_linear_work(monkeypatch: pytest.Monkey
         assert names[:3] == ["relu", "relu_1", "relu_2"] and len(set(names)) == n
         counts.append(probes["lookups"])
     assert 0 < counts[1] <= 11 * counts[0], counts
+
+
+def _chain_returning_every_conv(blocks: int) -> bytes:
+    """Conv → Relu → Sigmoid blocks, every conv's output also a graph output (as models exported
+    with their intermediate tensors are)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = [1, 4, 4, 4]
+    nodes, outputs, x = [], [], "x"
+    for i in range(blocks):
+        nodes += [
+            helper.make_node("Conv", [x, "w"], [f"c{i}"]),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+            helper.make_node("Sigmoid", [f"r{i}"], [f"s{i}"]),
+        ]
+        outputs.append(helper.make_tensor_value_info(f"c{i}", TensorProto.FLOAT, shape))
+        x = f"s{i}"
+    outputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, shape))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        outputs,
+        [numpy_helper.from_array(np.ones((4, 4, 1, 1), np.float32), "w")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_many_graph_outputs_partition_in_linear_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a matched value is a graph output is a set lookup, not a walk of the outputs at
+    every match (quadratic: 16k blocks took 16 s). Visits of graphs' output lists are counted."""
+    visits = Counter[str]()
+
+    class CountingList(list):
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for v in super().__iter__():
+                visits["outputs"] += 1
+                yield v
+
+    init, outputs = Graph.__init__, Graph.outputs
+
+    def counted_init(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        init(self, *args, **kwargs)
+        self._outputs = CountingList(self._outputs)
+
+    def set_outputs(self, values) -> None:  # type: ignore[no-untyped-def]
+        outputs.fset(self, values)
+        self._outputs = CountingList(self._outputs)
+
+    counts = []
+    for blocks in (250, 1000):
+        graph = accel.import_onnx(_chain_returning_every_conv(blocks))
+        visits.clear()
+        with monkeypatch.context() as m:  # every graph the partitioner makes (its views too)
+            m.setattr(Graph, "__init__", counted_init)
+            m.setattr(Graph, "outputs", property(outputs.fget, set_outputs))
+            graph._outputs = CountingList(graph.outputs)
+            result = partition_graph(graph, [ChainNhwc()], materialize=False)
+        # the convs, whose outputs escape, match without their relus: every block is offloaded
+        assert sum(p.backend == "chainnhwc" for p in result.report.partitions) == blocks
+        counts.append(visits["outputs"])
+    assert 0 < counts[1] <= 5 * counts[0], counts

@@ -148,8 +148,8 @@ class Graph:
     """Inputs, outputs and nodes in topological order.
 
     Mutating ``nodes``, ``inputs`` or ``outputs`` through the setters drops the
-    cached use lists; after editing a node's ``inputs`` in place call
-    :meth:`invalidate`.
+    cached use lists and output set; after editing a node's ``inputs`` (or the
+    ``outputs`` list) in place call :meth:`invalidate`.
     """
 
     def __init__(
@@ -164,6 +164,7 @@ class Graph:
         self._outputs = list(outputs)
         self._nodes = list(nodes)
         self._users: dict[int, list[Node]] | None = None
+        self._output_ids: set[int] | None = None
         self._names: set[str] | None = None
         self._counter = itertools.count()
 
@@ -196,8 +197,9 @@ class Graph:
         self.invalidate()
 
     def invalidate(self) -> None:
-        """Forget cached use lists (call after editing node inputs in place)."""
+        """Forget cached use lists and outputs (call after editing node inputs, or the outputs list, in place)."""
         self._users = None
+        self._output_ids = None
 
     def users(self, value: Value) -> list[Node]:
         """Nodes that read ``value``, in graph order (a node reading it twice appears once)."""
@@ -219,7 +221,10 @@ class Graph:
         return users.get(id(value), ())
 
     def is_output(self, value: Value) -> bool:
-        return any(v is value for v in self._outputs)
+        ids = self._output_ids
+        if ids is None:  # (a set: a pattern asks this of every value it matches, and a model may have many outputs)
+            ids = self._output_ids = {id(v) for v in self._outputs}
+        return id(value) in ids
 
     def constants(self) -> list[Value]:
         """Distinct constant values read by nodes or returned as outputs, in first-use order."""
