@@ -7,16 +7,26 @@ lints (a fixed number, whatever the size), runs of an op's type rule and nodes
 created (a fixed number per node), and the report's backend ranking (once per
 report, not once per node). The counts of the 10k chain are at most 11 times
 those of the 1k one (linear: 10).
+
+Graphs of other shapes (fan-outs into one wide op, trees, Constant nodes, files
+listed out of order, models returning every value, many nodes of one name) are
+held to linear work by counting Python calls at three sizes; the two quadratic
+steps found that way (name suffixes, the graph-output test of the pattern
+engine) have tests counting exactly what they repeated.
 """
 
 from __future__ import annotations
 
 import io
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
+from model_builders import model_of
+from onnx import TensorProto, helper, numpy_helper
 from rich.console import Console
 
 import accel
@@ -141,16 +151,8 @@ def test_freezing_after_pauses_leaves_built_objects_out_of_collections() -> None
 
 def _relu_chain(n: int, node_name: str) -> bytes:
     """``n`` Relus in a chain, every ONNX node named ``node_name`` (ONNX does not require unique node names)."""
-    from onnx import TensorProto, helper
-
     nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=node_name) for i in range(n)]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1, 4])],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return model_of(nodes, {"t0": (_SHAPE, TensorProto.FLOAT)}, [f"t{n}"]).SerializeToString()
 
 
 def test_many_nodes_of_one_name_import_in_linear_work(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,33 +184,6 @@ def test_many_nodes_of_one_name_import_in_linear_work(monkeypatch: pytest.Monkey
     assert 0 < counts[1] <= 11 * counts[0], counts
 
 
-def _chain_returning_every_conv(blocks: int) -> bytes:
-    """Conv → Relu → Sigmoid blocks, every conv's output also a graph output (as models exported
-    with their intermediate tensors are)."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    shape = [1, 4, 4, 4]
-    nodes, outputs, x = [], [], "x"
-    for i in range(blocks):
-        nodes += [
-            helper.make_node("Conv", [x, "w"], [f"c{i}"]),
-            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
-            helper.make_node("Sigmoid", [f"r{i}"], [f"s{i}"]),
-        ]
-        outputs.append(helper.make_tensor_value_info(f"c{i}", TensorProto.FLOAT, shape))
-        x = f"s{i}"
-    outputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, shape))
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        outputs,
-        [numpy_helper.from_array(np.ones((4, 4, 1, 1), np.float32), "w")],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-
-
 def test_many_graph_outputs_partition_in_linear_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whether a matched value is a graph output is a set lookup, not a walk of the outputs at
     every match (quadratic: 16k blocks took 16 s). Visits of graphs' output lists are counted."""
@@ -232,7 +207,7 @@ def test_many_graph_outputs_partition_in_linear_work(monkeypatch: pytest.MonkeyP
 
     counts = []
     for blocks in (250, 1000):
-        graph = accel.import_onnx(_chain_returning_every_conv(blocks))
+        graph = accel.import_onnx(_every_conv_returned(blocks))
         visits.clear()
         with monkeypatch.context() as m:  # every graph the partitioner makes (its views too)
             m.setattr(Graph, "__init__", counted_init)
@@ -243,3 +218,118 @@ def test_many_graph_outputs_partition_in_linear_work(monkeypatch: pytest.MonkeyP
         assert sum(p.backend == "chainnhwc" for p in result.report.partitions) == blocks
         counts.append(visits["outputs"])
     assert 0 < counts[1] <= 5 * counts[0], counts
+
+
+# Graphs of other shapes than the chain, each of about n nodes, for the call count below.
+_SHAPE = [1, 4, 4, 4]
+_FLOAT = {"x": (_SHAPE, TensorProto.FLOAT)}
+_WEIGHT = {"w": np.ones((4, 4, 1, 1), np.float32)}
+
+
+def _every_conv_returned(n: int) -> bytes:
+    """Conv → Relu → Sigmoid blocks, each conv's output also a graph output (as models exported
+    with their intermediate tensors are)."""
+    nodes, outputs, x = [], [], "x"
+    for i in range(n):
+        nodes += [
+            helper.make_node("Conv", [x, "w"], [f"c{i}"]),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+            helper.make_node("Sigmoid", [f"r{i}"], [f"s{i}"]),
+        ]
+        outputs.append(f"c{i}")
+        x = f"s{i}"
+    return model_of(nodes, _FLOAT, [*outputs, x], _WEIGHT).SerializeToString()
+
+
+def _fan_out(n: int) -> bytes:
+    """One input read by ``n`` convs and relus, all summed by one Sum."""
+    nodes = [helper.make_node("Conv", ["x", "w"], [f"c{i}"]) for i in range(n)]
+    nodes += [helper.make_node("Relu", [f"c{i}"], [f"r{i}"]) for i in range(n)]
+    nodes.append(helper.make_node("Sum", [f"r{i}" for i in range(n)], ["y"]))
+    return model_of(nodes, _FLOAT, ["y"], _WEIGHT).SerializeToString()
+
+
+def _add_tree(n: int) -> bytes:
+    """``n`` relus of one input added up pairwise, level by level (a balanced tree)."""
+    nodes = [helper.make_node("Relu", ["x"], [f"a0_{i}"]) for i in range(n)]
+    level, width = 0, n
+    while width > 1:
+        for i in range(width // 2):
+            nodes.append(helper.make_node("Add", [f"a{level}_{2 * i}", f"a{level}_{2 * i + 1}"], [f"a{level + 1}_{i}"]))
+        if width % 2:
+            nodes.append(helper.make_node("Identity", [f"a{level}_{width - 1}"], [f"a{level + 1}_{width // 2}"]))
+        level, width = level + 1, (width + 1) // 2
+    return model_of(nodes, _FLOAT, [f"a{level}_0"]).SerializeToString()
+
+
+def _constant_nodes(n: int) -> bytes:
+    """A chain of Adds, each of a Constant node's tensor."""
+    nodes, x = [], "x"
+    for i in range(n):
+        k = numpy_helper.from_array(np.full(_SHAPE, 0.5, np.float32))
+        nodes += [
+            helper.make_node("Constant", [], [f"k{i}"], value=k),
+            helper.make_node("Add", [x, f"k{i}"], [f"a{i}"]),
+        ]
+        x = f"a{i}"
+    return model_of(nodes, _FLOAT, [x]).SerializeToString()
+
+
+def _reversed_chain(n: int) -> bytes:
+    """Conv → Relu → Sigmoid blocks with the nodes listed last to first (the import sorts them)."""
+    nodes, x = [], "x"
+    for i in range(n):
+        nodes += [
+            helper.make_node("Conv", [x, "w"], [f"c{i}"]),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+            helper.make_node("Sigmoid", [f"r{i}"], [f"s{i}"]),
+        ]
+        x = f"s{i}"
+    return model_of(nodes[::-1], _FLOAT, [x], _WEIGHT).SerializeToString()
+
+
+def _every_value_returned(n: int) -> bytes:
+    """A chain of Relus, every value a graph output."""
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(n)]
+    return model_of(nodes, {"t0": (_SHAPE, TensorProto.FLOAT)}, [f"t{i + 1}" for i in range(n)]).SerializeToString()
+
+
+_SHAPES = {
+    "conv outputs returned": _every_conv_returned,
+    "fan-out into one Sum": _fan_out,
+    "add tree": _add_tree,
+    "Constant nodes": _constant_nodes,
+    "reversed node order": _reversed_chain,
+    "every value returned": _every_value_returned,
+    "one node name": lambda n: _relu_chain(n, "relu"),
+}
+
+
+def _python_calls(data: bytes) -> int:
+    """Python calls (functions, generators resumed, C functions) made to import, simplify, partition
+    for the NHWC backend and report ``data``."""
+    calls = 0
+
+    def profile(frame, event, arg) -> None:  # type: ignore[no-untyped-def]
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        graph = accel.import_onnx(data)
+        result = partition_graph(graph, [ChainNhwc()], materialize=False)
+        print_report(result.report, Console(file=io.StringIO(), width=120))
+        report_to_json(result.report)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("shape", list(_SHAPES))
+def test_graphs_of_other_shapes_cost_work_linear_in_their_size(shape: str) -> None:
+    """Each further 200 units of a graph cost the same Python calls as the 200 before (a step
+    doing a walk per node would make the second step cost about 5/3 of the first): fan-outs,
+    wide operators, trees, Constant nodes, unsorted files and models returning every value."""
+    c1, c2, c3 = (_python_calls(_SHAPES[shape](n)) for n in (200, 400, 600))
+    assert c3 - c2 <= 1.1 * (c2 - c1), (c1, c2, c3)
