@@ -168,6 +168,22 @@ def test_json_round_trips_through_report_from_json():
     assert Report.from_json(json.loads(json.dumps(report_to_json(report)))) == report
 
 
+def test_report_to_json_is_its_fields_copied():
+    """Report.to_json (what artifacts store) equals dataclasses.asdict, and shares no list or dict."""
+    from dataclasses import asdict
+
+    report = sample()
+    report.timings["partition"] = 0.5
+    report.types["x"] = "float32[1]"
+    doc = report.to_json()
+    assert doc == asdict(report)
+    doc["nodes"][0]["inputs"].append("extra")
+    doc["nodes"][0]["reasons"]["extra"] = "?"
+    doc["partitions"][0]["nodes"].append("extra")
+    doc["target"].append("extra")
+    assert report.to_json() == asdict(report) != doc
+
+
 def test_json_of_an_empty_report():
     doc = report_to_json(Report([], [], []))
     assert doc["nodes"] == [] and doc["partitions"] == [] and doc["timings"] == {}

@@ -338,3 +338,34 @@ def test_a_kernel_result_in_the_other_byte_order_is_named_as_such():
             accel.execute(g, {"x": np.ones((1, 2), np.float32)})
     finally:
         REGISTRY.pop("probe.swapped", None)
+
+
+def _plan_by_comparing_all(items, align=64):
+    """The planner's rule written plainly: each tensor compared with every tensor placed before it."""
+    placed, offsets, total = [], {}, 0
+    for s, start, stop, size in sorted(items, key=lambda x: (-x[3], x[1])):
+        size = (max(size, 1) + align - 1) // align * align
+        clashes = sorted((o, o + sz) for o, sz, a, b in placed if not (b < start or stop < a))
+        offset = 0
+        for lo, hi in clashes:
+            if offset + size <= lo:
+                break
+            offset = max(offset, hi)
+        placed.append((offset, size, start, stop))
+        offsets[s] = offset
+        total = max(total, offset + size)
+    return offsets, total
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plan_places_as_comparing_every_tensor_does(seed):
+    """The block index finds exactly the tensors alive at the same time: same offsets as comparing all,
+    on short and long lifetimes (long ones span many blocks), equal sizes and starts included."""
+    rng = np.random.default_rng(seed)
+    steps = int(rng.integers(5, 400))
+    items = []
+    for s in range(int(rng.integers(1, 300))):
+        a = int(rng.integers(0, steps))
+        span = int(rng.integers(0, 4)) if rng.random() < 0.7 else int(rng.integers(0, steps))
+        items.append((s, a, min(a + span, steps), int(rng.choice([64, 100, 4096, int(rng.integers(1, 9000))]))))
+    assert plan_offsets(items) == _plan_by_comparing_all(items)

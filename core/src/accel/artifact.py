@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from accel.backend import ABI_VERSION, Backend
 from accel.errors import AccelError, ArtifactError
 from accel.files import open_regular, physical_memory, read_regular, write_output
-from accel.ir import CALL_OP, Graph
+from accel.ir import CALL_OP, Graph, collector_paused
 from accel.limits import load_json
 from accel.report import Report
 from accel.runtime import Executable, create_handle
@@ -120,6 +120,10 @@ class Artifact:
         return Executable(self.graph, handles)
 
     def to_bytes(self) -> bytes:
+        with collector_paused():  # (many small objects: the graph and report documents)
+            return self._to_bytes()
+
+    def _to_bytes(self) -> bytes:
         from accel import __version__
 
         members: dict[str, bytes] = {}
@@ -175,6 +179,12 @@ def read_artifact(path: str | os.PathLike[str], *, backends: Mapping[str, type[B
 def artifact_from_bytes(
     data: bytes, *, where: str = "artifact", backends: Mapping[str, type[Backend]] | None = None
 ) -> Artifact:
+    """The artifact ``data`` holds, verified (:func:`read_artifact` of bytes)."""
+    with collector_paused():  # (many small objects: the graph and report rebuilt)
+        return _artifact_from_bytes(data, where, backends)
+
+
+def _artifact_from_bytes(data: bytes, where: str, backends: Mapping[str, type[Backend]] | None) -> Artifact:
     members = _read_members(data, where)
     try:
         manifest = Manifest.model_validate_json(members.pop(MANIFEST))

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import BackendRuntimeError, GraphError, InputError
-from accel.ir import CALL_OP, Graph, Node, TensorType
+from accel.ir import CALL_OP, Graph, Node, TensorType, collector_paused
 from accel.ops.registry import OpContext, get_op
 
 #: Byte alignment of arena tensors.
@@ -77,6 +77,10 @@ class Program:
     """
 
     def __init__(self, graph: Graph, bind: Callable[[Node], StepKind] | None = None):
+        with collector_paused():  # (a step, slot and type per node of a large graph)
+            self._plan(graph, bind)
+
+    def _plan(self, graph: Graph, bind: Callable[[Node], StepKind] | None) -> None:
         graph.lint(check_types=False)
         bind = bind or host_step
         self.graph = graph
@@ -347,19 +351,40 @@ def plan_offsets(items: list[tuple[int, int, int, int]], align: int = ALIGN) -> 
     ``align``-ed offset that does not overlap a placed tensor whose lifetime
     overlaps. Returns the offsets by key and the arena size. Backend compilers that
     plan an arena at compile time (ethosn's) use the same planner.
+
+    Placed tensors are found through the blocks of :data:`_PLAN_BLOCK` steps their
+    lifetimes cover, so a tensor is compared with those alive near its own steps,
+    not with every tensor placed before it (which made planning a large graph quadratic).
     """
-    placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
+    blocks: dict[int, list[tuple[int, int, int, int]]] = {}  # block -> (offset, size, start, end) placed
     offsets: dict[int, int] = {}
     total = 0
     for s, start, stop, size in sorted(items, key=lambda x: (-x[3], x[1])):
         size = (max(size, 1) + align - 1) // align * align
-        clashes = sorted((o, o + sz) for o, sz, a, b in placed if not (b < start or stop < a))
+        clashes = []
+        for block in range(start // _PLAN_BLOCK, stop // _PLAN_BLOCK + 1):
+            for o, sz, a, b in blocks.get(block, ()):
+                # a placed tensor alive in several blocks of this range counts once: in the
+                # block where both lifetimes first meet
+                if not (b < start or stop < a) and max(a, start) // _PLAN_BLOCK == block:
+                    clashes.append((o, o + sz))
+        clashes.sort()
         offset = 0
         for lo, hi in clashes:
             if offset + size <= lo:
                 break
             offset = max(offset, hi)
-        placed.append((offset, size, start, stop))
+        record = (offset, size, start, stop)
+        for block in range(start // _PLAN_BLOCK, stop // _PLAN_BLOCK + 1):
+            found = blocks.get(block)
+            if found is None:
+                blocks[block] = [record]
+            else:
+                found.append(record)
         offsets[s] = offset
         total = max(total, offset + size)
     return offsets, total
+
+
+#: Steps per block of :func:`plan_offsets`' index of placed tensors.
+_PLAN_BLOCK = 16

@@ -8,7 +8,7 @@ partitioning, so a user recognises the names of their model.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 HOST = "host"
@@ -73,7 +73,17 @@ class Report:
     types: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The report as plain JSON types: what :func:`dataclasses.asdict` gives, made directly (its
+        deep copy of every string took seconds for a large model)."""
+        return {
+            "target": list(self.target),
+            "nodes": [_record(n, _NODE_FIELDS) for n in self.nodes],
+            "partitions": [_record(p, _PARTITION_FIELDS) for p in self.partitions],
+            "graph_inputs": list(self.graph_inputs),
+            "graph_outputs": list(self.graph_outputs),
+            "timings": dict(self.timings),
+            "types": dict(self.types),
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Report:
@@ -95,3 +105,20 @@ class Report:
         for p in self.partitions:
             out.setdefault(p.backend, []).append(p)
         return out
+
+
+_NODE_FIELDS = tuple(f.name for f in fields(NodeReport))
+_PARTITION_FIELDS = tuple(f.name for f in fields(PartitionReport))
+
+
+def _record(item: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """A node's or partition's fields, its lists and dicts copied (their items are strings and numbers)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(item, name)
+        if type(value) is list:
+            value = list(value)
+        elif type(value) is dict:
+            value = dict(value)
+        out[name] = value
+    return out
