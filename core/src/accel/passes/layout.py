@@ -88,8 +88,7 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     view = conv.run()  # (the converter rewrites g into the view)
     # ... and each value the conversion made stands for a value of the graph (whose name the
     # view leaves alone: it renames only values of its own), permuted
-    for new_id, (old, p) in conv.origin.items():
-        origin[new_id] = (old.name, p)
+    origin.update(conv.origin)
     return view, origin
 
 
@@ -111,8 +110,8 @@ class _LayoutConverter:
         self.rep: dict[int, tuple[Value, Perm]] = {}
         self.cache: dict[tuple[int, Perm], Value] = {}
         self.lazy_constants = lazy_constants
-        #: id(new value) -> (original value, p) with new = transpose(original, p)
-        self.origin: dict[int, tuple[Value, Perm]] = {}
+        #: id(new value) -> (original value's name, p) with new = transpose(original, p)
+        self.origin: dict[int, tuple[str, Perm]] = {}
         # (id(a conv's attributes), op) -> converted; the ids are those of the graph's nodes, alive meanwhile
         self.conv_attrs: dict[tuple[int, str], Mapping[str, Any]] = {}
 
@@ -142,7 +141,7 @@ class _LayoutConverter:
         else:
             out = self.rw.emit("transpose", [nv], {"axes": axes}).output
         self.cache[key] = out
-        self.origin[id(out)] = (v, p)
+        self.origin[id(out)] = (v.name, p)
         return out
 
     def plain(self, v: Value) -> Value:
@@ -156,14 +155,14 @@ class _LayoutConverter:
                     f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
                 )
         self.rep[id(old)] = (new, p)
-        self.origin[id(new)] = (old, p)
+        self.origin[id(new)] = (old.name, p)
 
     def _made_rep(self, old: Value, new: Value, p: Perm) -> None:
         """:meth:`set_rep` for an output of a node :meth:`make` built with ``perm=p``: in a
         partition view its type is ``old``'s permuted by ``p`` by construction, so not checked."""
         if self.lazy_constants:
             self.rep[id(old)] = (new, p)
-            self.origin[id(new)] = (old, p)
+            self.origin[id(new)] = (old.name, p)
         else:
             self.set_rep(old, new, p)
 
