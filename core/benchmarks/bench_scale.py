@@ -18,16 +18,22 @@ Beside them, not in the total: ``partition_graph(..., materialize=False)``,
 the same partitioning with the partitioned graph built, as ``accel compile``
 needs it.
 
-Every (size, backend) case runs ``--repeat`` times (5 by default), the cases of
-one size taking turns, each time in a fresh Python process, as the command
-would; the table shows the run of median total CPU time, and the fastest and
-slowest totals. Each run, like the command, freezes what each stage built (``accel.ir.freeze_after_pauses``). CPU time (``time.process_time``) and wall time are both given: the
+Each case is measured in ``--repeat`` rounds (5 by default), every case once a
+round, each run in a fresh Python process, as the command would. A
+measurement of a smaller model averages ``largest / size`` runs in a row (ten
+10k runs beside one 100k run), so that every measurement spans about the
+same time: a shared machine's speed can drift by half over seconds (the
+virtual machines of docs/benchmarks.md do), and one 10k run (under a second)
+sees a single state of it where a 100k run (ten seconds) sees their mix. The table shows each case's round of median total
+CPU time, and the fastest and slowest rounds. Each run, like the command,
+freezes what each stage built (``accel.ir.freeze_after_pauses``). CPU time
+(``time.process_time``) and wall time are both given: the
 machine is shared, and wall time counts the other jobs' share too. Goals:
 < 10 s for 100k nodes, and 100k / 10k ≤ 11 (linear would be 10).
 
 Run with ``nox -s bench`` (or ``python core/benchmarks/bench_scale.py``;
 ``--sizes 2000,20000`` for other sizes, ``--json out.json`` for the figures). The
-goal is checked on the median runs.
+goal is checked on the median rounds.
 """
 
 from __future__ import annotations
@@ -94,11 +100,24 @@ def measure(path: str, backends: list[str]) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
+def averaged(runs: list[dict]) -> dict:
+    """One measurement of several runs of a case: each stage's CPU and wall time averaged."""
+    first = runs[0]
+    if any(
+        {k: v for k, v in r.items() if k != "times"} != {k: v for k, v in first.items() if k != "times"} for r in runs
+    ):
+        raise SystemExit("runs of one case disagree")
+    times = {s: [sum(r["times"][s][i] for r in runs) / len(runs) for i in (0, 1)] for s in first["times"]}
+    out = {**first, "times": times, "runs_averaged": len(runs)}
+    out["total"] = [sum(times[s][i] for s in STAGES) for i in (0, 1)]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="chain sizes in ONNX nodes, comma-separated")
     ap.add_argument("--json", help="also write the figures to this file")
-    ap.add_argument("--repeat", type=int, default=5, help="fresh-process runs of each case (the median is shown)")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds: measurements of each case (the median is shown)")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: time one model file in this process
     ap.add_argument("--backends", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -115,26 +134,32 @@ def main() -> None:
 
     console = Console(width=max(Console().width, 150))
     sizes = [int(s) for s in args.sizes.split(",")]
+    targets: list[list[str]] = [[], ["testbackend"]]
+    rounds = max(1, args.repeat)
     rows = []
     with tempfile.TemporaryDirectory(prefix="accel-scale-") as tmp:
+        paths = {}
         for n in sizes:
-            path = str(Path(tmp) / f"chain{n}.onnx")
-            onnx.save_model(modelgen.chain(n), path)
-            targets: list[list[str]] = [[], ["testbackend"]]
-            runs: list[list[dict]] = [[] for _ in targets]
-            for _ in range(max(1, args.repeat)):  # the cases take turns: a slow spell of the machine
-                for t, target in enumerate(targets):  # falls on runs of both, not on one case's all
-                    run = measure(path, target)
-                    run["total"] = [sum(run["times"][s][k] for s in STAGES) for k in (0, 1)]
-                    runs[t].append(run)
-            for target, done in zip(targets, runs):
-                done.sort(key=lambda r: r["total"][0])
-                row = dict(done[len(done) // 2])  # the median run
+            paths[n] = str(Path(tmp) / f"chain{n}.onnx")
+            onnx.save_model(modelgen.chain(n), paths[n])
+        measured: dict[tuple[int, int], list[dict]] = {(n, t): [] for n in sizes for t in range(len(targets))}
+        for k in range(rounds):  # the cases take turns: a slow spell of the machine falls on
+            for n in sizes:  # measurements of all, not on one case's all
+                for t, target in enumerate(targets):
+                    count = max(1, round(max(sizes) / n))
+                    console.print(
+                        f"round {k + 1}/{rounds}: {n} nodes, {','.join(target) or 'no backend'}, {count} run(s)"
+                    )
+                    measured[(n, t)].append(averaged([measure(paths[n], target) for _ in range(count)]))
+        for n in sizes:
+            for t, target in enumerate(targets):
+                done = sorted(measured[(n, t)], key=lambda r: r["total"][0])
+                row = dict(done[len(done) // 2])  # the median round
                 row.update(size=n, target=",".join(target) or "(none)", runs=[r["total"] for r in done])
                 rows.append(row)
     table = Table(
-        title=f"accel inspect stages on a Conv/Relu/Sigmoid/Add chain, median of {max(1, args.repeat)} runs: "
-        "CPU s (wall s)"
+        title=f"accel inspect stages on a Conv/Relu/Sigmoid/Add chain, median of {rounds} rounds "
+        f"(a round of {min(sizes) // 1000}k averages {max(1, round(max(sizes) / min(sizes)))} runs): CPU s (wall s)"
     )
     columns = ("ONNX nodes", "IR nodes", "backends", *STAGES, "total", "fastest / slowest", "partition_graph")
     for col in (*columns, "partitions", "transposes"):

@@ -215,6 +215,26 @@ def test_npy_member_header_checked_before_loading(data: bytes, header: bytes, te
     assert "\n" not in str(exc.value)
 
 
+def test_npy_header_seen_before_still_checks_the_data() -> None:
+    """Parsed headers are remembered by their bytes; a blob of a known header is still held to the
+    byte count it declares, and a header differing by one byte is parsed on its own."""
+    from accel.serialize import load_npy
+
+    header = _npy_header((2, 3))
+    good = header + np.arange(6, dtype="<f4").tobytes()
+    for _ in range(2):
+        np.testing.assert_array_equal(load_npy(good, "a"), np.arange(6, dtype=np.float32).reshape(2, 3))
+    with pytest.raises(ArtifactError, match="declares"):
+        load_npy(good[:-4], "a", ArtifactError)
+    with pytest.raises(ArtifactError, match="not an IR constant"):
+        load_npy(_npy_header((2, 3), "|O") + b"\x00" * 48, "a", ArtifactError)
+    other = header.replace(b"(2, 3)", b"(3, 2)")
+    assert len(other) == len(header)
+    np.testing.assert_array_equal(
+        load_npy(other + np.arange(6, dtype="<f4").tobytes(), "a"), np.arange(6, dtype=np.float32).reshape(3, 2)
+    )
+
+
 def test_big_endian_constant_loads_in_native_order(data: bytes) -> None:
     members = _members(data)
     name = _first_constant(members)

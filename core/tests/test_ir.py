@@ -31,6 +31,17 @@ def small_graph() -> Graph:
     return g
 
 
+def test_type_equality_compares_shape_dtype_and_quant() -> None:
+    t = TensorType((1, 4), "float32")
+    assert t == TensorType((1, 4), "float32") and hash(t) == hash(TensorType((1, 4), "float32"))
+    assert t != TensorType((4, 1), "float32") and t != TensorType((1, 4), "int32")
+    q, r = QuantParams(0.5, 3), QuantParams(0.5, 4)
+    assert TensorType((2,), "uint8", q) == TensorType((2,), "uint8", QuantParams(0.5, 3))
+    assert TensorType((2,), "uint8", q) != TensorType((2,), "uint8", r) != TensorType((2,), "uint8")
+    assert t != (1, 4) and t.__eq__((1, 4)) is NotImplemented
+    assert {t: 1}[TensorType((1, 4), "float32")] == 1
+
+
 def test_types_refuse_bad_shapes_and_quant():
     with pytest.raises(GraphError, match="negative dimension"):
         TensorType((1, -3), "float32")

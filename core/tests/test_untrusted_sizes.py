@@ -413,6 +413,51 @@ def test_json_helpers() -> None:
     assert load_json(b'{"a": [1]}', "doc", TargetError) == {"a": [1]}
 
 
+def test_json_depth_counts_every_branch() -> None:
+    """The level-by-level walk: the deepest branch counts wherever it is (first, last, in a dict)."""
+    assert json_depth({"a": 1, "b": [1, [2, [3]]], "c": {}}) == 4
+    assert json_depth([[[[]]], 1, {}]) == 4 and json_depth([{}, [[[[]]]]]) == 5
+    assert json_depth({"x": {"y": {"z": [1]}}, "w": []}) == 4
+    deep: list = []
+    inner = deep
+    for _ in range(50_000):  # no recursion
+        inner.append([])
+        inner = inner[0]
+    assert json_depth(deep) == 50_001
+
+
+@pytest.mark.parametrize("depth", [3, 4, MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1])
+def test_graph_document_attributes_deeper_than_the_limit(depth: int) -> None:
+    """Attributes that nest up to three deep (a composite's labels) are read without a walk;
+    deeper ones are measured, and over the limit refused (one line)."""
+    doc, arrays = graph_to_json(_small_graph())
+    value: object = "leaf"
+    for _ in range(depth - 1):  # the attribute mapping is one level, the lists the rest
+        value = [value]
+    doc["nodes"][0]["attrs"] = {"extra": value}
+    if depth > MAX_JSON_DEPTH:
+        with pytest.raises(SerializationError, match="attributes nested more than") as exc:
+            graph_from_json(doc, arrays)
+        one_line(exc)
+    else:  # within the limit: read on to the op's own check of its attributes
+        with pytest.raises(SerializationError, match="extra"):
+            graph_from_json(doc, arrays)
+
+
+def test_graph_document_types_are_shared_and_still_checked() -> None:
+    """Equal unquantized types of a document are one object; a bad one is still refused."""
+    doc, arrays = graph_to_json(_small_graph())
+    g = graph_from_json(doc, arrays)
+    relu, add = g.nodes[1], g.nodes[0]
+    assert relu.output.type is add.output.type and g.inputs[0].type is add.output.type
+    doc["nodes"][0]["outputs"][0]["type"]["shape"] = [1, -4]
+    with pytest.raises(SerializationError, match="negative dimension"):
+        graph_from_json(doc, arrays)
+    doc["nodes"][0]["outputs"][0]["type"]["shape"] = [1, [4]]
+    with pytest.raises(SerializationError, match="invalid graph document"):
+        graph_from_json(doc, arrays)
+
+
 def test_sparse_initializer_expanding_past_the_budget_is_refused() -> None:
     values = numpy_helper.from_array(np.ones(1, np.float32), "w")
     indices = numpy_helper.from_array(np.zeros(1, np.int64), "w_idx")

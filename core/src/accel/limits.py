@@ -37,21 +37,21 @@ def fmt_bytes(n: int) -> str:
 
 
 def json_depth(doc: Any) -> int:
-    """Nesting depth of a parsed JSON document (a scalar is 0, ``[]`` is 1), walked without recursion."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(doc, 0)]
-    while stack:
-        obj, depth = stack.pop()
-        if isinstance(obj, dict):
-            children: Any = obj.values()
-        elif isinstance(obj, list):
-            children = obj
-        else:
-            continue
+    """Nesting depth of a parsed JSON document (a scalar is 0, ``[]`` is 1), walked without recursion.
+
+    Level by level: the containers of one level are gathered from those of the
+    level above, so each is looked at once, without a depth kept beside it.
+    """
+    depth = 0
+    level = [doc] if isinstance(doc, (dict, list)) else []
+    while level:
         depth += 1
-        deepest = max(deepest, depth)
-        stack.extend((c, depth) for c in children if isinstance(c, (dict, list)))
-    return deepest
+        below: list[Any] = []
+        for obj in level:
+            items = obj.values() if isinstance(obj, dict) else obj
+            below += [c for c in items if isinstance(c, (dict, list))]
+        level = below
+    return depth
 
 
 def load_json(data: str | bytes, what: str, error: type[AccelError], *, max_depth: int | None = MAX_JSON_DEPTH) -> Any:

@@ -49,10 +49,19 @@ def type_to_json(t: TensorType) -> dict[str, Any]:
     return {"shape": list(t.shape), "dtype": t.dtype, "quant": q}
 
 
-def type_from_json(d: dict[str, Any]) -> TensorType:
+def type_from_json(d: dict[str, Any], seen: dict[tuple[Any, ...], TensorType] | None = None) -> TensorType:
+    """The type ``d`` describes. ``seen`` remembers unquantized types by shape and dtype, so
+    that a document's many values of a few types share them (each is checked once)."""
     q = d.get("quant")
-    quant = QuantParams(q["scale"], q["zero_point"], q["axis"]) if q is not None else None
-    return TensorType(tuple(d["shape"]), d["dtype"], quant)
+    if q is not None:
+        return TensorType(tuple(d["shape"]), d["dtype"], QuantParams(q["scale"], q["zero_point"], q["axis"]))
+    if seen is None:
+        return TensorType(tuple(d["shape"]), d["dtype"])
+    key = (*d["shape"], d["dtype"])
+    found = seen.get(key)
+    if found is None:
+        found = seen[key] = TensorType(tuple(d["shape"]), d["dtype"])
+    return found
 
 
 def graph_to_json(graph: Graph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -103,7 +112,7 @@ def graph_from_json(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph
             f"graph format version {doc.get('version')} is not supported (this accel reads {VERSION})"
         )
     try:
-        graph = _decode(doc, arrays, 0)
+        graph = _decode(doc, arrays, 0, {})
         graph.lint()
     except AccelError as exc:
         if isinstance(exc, SerializationError):
@@ -114,19 +123,21 @@ def graph_from_json(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph
     return graph
 
 
-def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> Graph:
+def _decode(
+    doc: dict[str, Any], arrays: dict[str, np.ndarray], depth: int, types: dict[tuple[Any, ...], TensorType]
+) -> Graph:
     check_depth(depth, "the graph document", SerializationError)
     values: dict[str, Value] = {}
     inputs = []
     for d in doc["inputs"]:
-        v = Value(d["name"], type_from_json(d["type"]))
+        v = Value(d["name"], type_from_json(d["type"], types))
         values[v.name] = v
         inputs.append(v)
     for d in doc["constants"]:
         key = d["data"]
         if key not in arrays:
             raise SerializationError(f"constant {d['name']!r} refers to missing data {key!r}")
-        t = type_from_json(d["type"])
+        t = type_from_json(d["type"], types)
         data = arrays[key]
         if data.dtype.name != t.dtype or tuple(data.shape) != t.shape:
             raise SerializationError(
@@ -139,16 +150,17 @@ def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> G
             ins = [values[name] for name in d["inputs"]]
         except KeyError as exc:
             raise SerializationError(f"node {d.get('name')!r} reads undefined value {exc.args[0]!r}") from None
-        if json_depth(d["attrs"]) > MAX_JSON_DEPTH:
+        attrs = d["attrs"]
+        if not _flat(attrs) and json_depth(attrs) > MAX_JSON_DEPTH:
             raise SerializationError(f"node {d.get('name')!r}: attributes nested more than {MAX_JSON_DEPTH} deep")
-        body = _decode(d["body"], arrays, depth + 1) if d.get("body") is not None else None
+        body = _decode(d["body"], arrays, depth + 1, types) if d.get("body") is not None else None
         outs = d["outputs"]
         node = Node(
             d["op"],
             ins,
             # defaults filled in, unknown or missing ones refused: kernels read a node's attributes as they are
-            d["attrs"] if d["op"] == CALL_OP else complete_attrs(get_op(d["op"]), d["attrs"], str(d["name"])),
-            [type_from_json(o["type"]) for o in outs],
+            attrs if d["op"] == CALL_OP else complete_attrs(get_op(d["op"]), attrs, str(d["name"])),
+            [type_from_json(o["type"], types) for o in outs],
             name=d["name"],
             output_names=[o["name"] for o in outs],
             body=body,
@@ -161,6 +173,26 @@ def _decode(doc: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> G
     except KeyError as exc:
         raise SerializationError(f"graph output {exc.args[0]!r} is undefined") from None
     return Graph(inputs, outputs, nodes, doc["name"])
+
+
+def _flat(attrs: Any) -> bool:
+    """Whether a node's attributes nest at most three deep (a mapping of numbers, strings, lists
+    of them and lists of such lists: a composite's labels), as nearly all do: only others need
+    their depth measured."""
+    if type(attrs) is not dict:
+        return False
+    for v in attrs.values():
+        if type(v) is list:
+            for x in v:
+                if type(x) is list:
+                    for y in x:
+                        if type(y) is list or type(y) is dict:
+                            return False
+                elif type(x) is dict:
+                    return False
+        elif type(v) is dict:
+            return False
+    return True
 
 
 def read_npy_header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
@@ -176,26 +208,54 @@ def read_npy_header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
     raise ValueError(f"npy format version {version[0]}.{version[1]} holds no numeric array")
 
 
+def _npy_head(blob: bytes) -> bytes | None:
+    """The bytes of an ``.npy`` blob before its array (magic, version, header length and header),
+    for the formats :func:`read_npy_header` reads; None for anything else."""
+    if blob[:6] != b"\x93NUMPY" or len(blob) < 12:
+        return None
+    if blob[6] == 1:
+        end = 10 + int.from_bytes(blob[8:10], "little")
+    elif blob[6] == 2:
+        end = 12 + int.from_bytes(blob[8:12], "little")
+    else:
+        return None
+    return blob[:end] if end <= len(blob) else None
+
+
+#: header bytes -> (shape, Fortran order, dtype, array offset) as numpy parsed them: the
+#: constants of a network repeat a few headers many times, and parsing one is ~40 µs
+_NPY_HEADERS: dict[bytes, tuple[tuple[int, ...], bool, np.dtype, int]] = {}
+
+
 def load_npy(blob: bytes, what: str, error: type[AccelError] = SerializationError) -> np.ndarray:
     """An ``.npy`` member, its header checked before any array memory is taken.
 
     Every problem is ``error`` naming ``what``. The header's dtype must be one the IR knows (never an object dtype), and
     the bytes it declares must be exactly the bytes that follow it.
     """
-    fp = io.BytesIO(blob)
-    try:
-        shape, fortran, dtype = read_npy_header(fp)
-    except Exception as exc:  # ValueError and the like: a malformed header
-        raise error(f"{what} is not a valid .npy array ({exc})") from None
+    head = _npy_head(blob)
+    found = _NPY_HEADERS.get(head) if head is not None else None
+    if found is None:
+        fp = io.BytesIO(blob)
+        try:
+            shape, fortran, dtype = read_npy_header(fp)
+        except Exception as exc:  # ValueError and the like: a malformed header
+            raise error(f"{what} is not a valid .npy array ({exc})") from None
+        found = (shape, fortran, dtype, fp.tell())
+        if head is not None and len(head) == found[3]:
+            if len(_NPY_HEADERS) >= 4096:
+                _NPY_HEADERS.clear()
+            _NPY_HEADERS[head] = found
+    shape, fortran, dtype, offset = found
     if dtype.hasobject or dtype.name not in DTYPES or fortran:
         raise error(f"{what} holds a {dtype} array ({'Fortran' if fortran else 'C'} order), not an IR constant")
     count = 1
     for d in shape:
         count *= int(d)
-    declared, present = count * dtype.itemsize, len(blob) - fp.tell()
+    declared, present = count * dtype.itemsize, len(blob) - offset
     if declared != present:
         raise error(f"{what} declares {list(shape)} {dtype} ({declared} bytes) but holds {present} bytes")
-    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=fp.tell()).reshape(shape)
+    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
     return arr.astype(dtype.newbyteorder("="))  # a copy, in this machine's byte order
 
 

@@ -144,6 +144,14 @@ class TensorType:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __eq__(self, other: object) -> bool:
+        # (written out: types key many memos, and equal types made apart meet there often)
+        if self is other:
+            return True
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.shape == other.shape and self.dtype == other.dtype and self.quant == other.quant
+
     def __post_init__(self) -> None:
         shape = self.shape
         if type(shape) is not tuple or not all(type(d) is int for d in shape):
@@ -204,8 +212,8 @@ def freeze_attr(v: Any) -> Any:
     t = type(v)
     if t is int or t is float or t is str or t is bool or v is None:
         return v
-    if t is tuple and all(type(x) in _ATOMIC for x in v):
-        return v  # already frozen: ints, floats, strings, bools or None
+    if (t is tuple or t is list) and all(type(x) in _ATOMIC for x in v):
+        return v if t is tuple else tuple(v)  # (a tuple is already frozen)
     if isinstance(v, (list, tuple)):
         return tuple(freeze_attr(x) for x in v)
     if isinstance(v, np.ndarray):
