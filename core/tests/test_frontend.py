@@ -16,6 +16,7 @@ from ort_helpers import ort_outputs
 import accel
 from accel.errors import ExternalDataError, ModelError, UnsupportedOpError
 from accel.frontend.onnx import SUPPORTED_OPS, ConstantOperandRequired, import_model
+from accel.testing import modelgen
 
 RNG = np.random.default_rng(1234)
 
@@ -1022,3 +1023,28 @@ def _twice() -> onnx.NodeProto:
     node = helper.make_node("Foo", ["x"], ["y"], k=1)
     node.attribute.append(helper.make_attribute("k", 2))
     return node
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        lambda: modelgen.resnet18(32, num_classes=10),
+        lambda: modelgen.mobilenet_v2(32, num_classes=10),
+        lambda: modelgen.transformer_encoder(16, dim=32, ffn=64),
+        lambda: modelgen.chain(40),
+    ],
+    ids=["resnet18", "mobilenet_v2", "encoder", "chain"],
+)
+def test_the_names_an_imported_graph_avoids_cover_every_name_it_uses(model) -> None:  # type: ignore[no-untyped-def]
+    """The importer hands its graph the names it gave (so that fresh names need no walk of the
+    graph): they must include every value and node name, after simplification too, and fresh
+    names must stay fresh."""
+    from accel.passes import simplify
+
+    raw = import_model(model())
+    for g in (raw, simplify(raw)):
+        used = g.names_in_use()
+        walked = {v.name for v in g.values()} | {n.name for n in g.nodes}
+        assert walked <= used, sorted(walked - used)[:5]
+        fresh = [g.fresh_name(n.name) for n in g.nodes[:20]]
+        assert not set(fresh) & walked and len(set(fresh)) == len(fresh)

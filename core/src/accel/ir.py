@@ -281,6 +281,16 @@ class Graph:
             self._names = names
         return self._names
 
+    def adopt_names(self, names: set[str]) -> None:
+        """Take ``names`` (kept and grown, not copied) as the names :meth:`fresh_name` avoids, instead
+        of collecting them from the graph on first use: a builder that knows every name it gave (the
+        importer) saves that walk. It must hold every value and node name of the graph."""
+        self._names = names
+
+    def names_in_use(self) -> set[str]:
+        """A copy of the names :meth:`fresh_name` avoids: every value and node name, and those reserved."""
+        return set(self._used_names())
+
     def reserve_names(self, names: Iterable[str]) -> None:
         """Names :meth:`fresh_name` must not give, besides those this graph uses."""
         self._used_names().update(names)

@@ -805,13 +805,16 @@ class _Partitioner:
         names = [bk.name for bk in self.backends]
         before = [names[:b] for b in range(len(names))]  # the backends that declined a node of backend b
         composite, owner, unit, all_reasons = self.composite, self.owner, self.unit, self.reasons
-        texts: dict[TensorType, str] = {}  # a graph repeats few types: each written once
+        # a graph repeats few types: each written once (by identity: the graph keeps them alive,
+        # and equal types made apart are only written twice)
+        texts: dict[int, str] = {}
         types: dict[str, str] = {}
 
         def type_text(v: Value) -> str:
-            text = texts.get(v.type)
+            t = v.type
+            text = texts.get(id(t))
             if text is None:
-                text = texts[v.type] = str(v.type)
+                text = texts[id(t)] = str(t)
             return text
 
         for v in self.graph.inputs:

@@ -798,9 +798,14 @@ class _Importer:
         order = self.toposort()  # also reserves the names the ONNX graph gives
 
         init_names = {t.name for t in g.initializer}
+        # initializers of one type share one type object, as the nodes' outputs of one type do (the
+        # type rules' memo gives them): the memos keyed by types then match them by identity
+        shared: dict[TensorType, TensorType] = {}
         for t in g.initializer:
             arr = self.tensor_array(t, f"initializer {t.name!r}")
-            self.env[t.name] = Value(self._value_name(t.name, t.name), TensorType.of(arr), None, _frozen(arr))
+            ty = TensorType.of(arr)
+            ty = shared.setdefault(ty, ty)
+            self.env[t.name] = Value(self._value_name(t.name, t.name), ty, None, _frozen(arr))
         for sp in g.sparse_initializer:
             name = sp.values.name
             if name in self.env:
@@ -833,6 +838,8 @@ class _Importer:
         outputs = self.bind_outputs()
         graph = Graph(inputs, outputs, self.nodes, name="main")
         graph.lint(check_types=False)  # each node's types were inferred as it was created
+        # every name given went through these (and the ONNX names an output may be renamed to)
+        graph.adopt_names(self.taken | self.node_names | self.reserved)
         return graph
 
     def convert(self, node: NodeProto, index: int, inputs: list[str], outputs: list[str]) -> None:

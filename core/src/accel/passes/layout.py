@@ -37,6 +37,7 @@ Perm = tuple[int, ...]
 
 
 @cache
+@cache
 def layout_perm(src: str, dst: str) -> Perm:
     """The ``axes`` of the transpose taking a tensor laid out as ``src`` to ``dst``."""
     return tuple(src.index(c) for c in dst)
@@ -82,6 +83,7 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     # No copy: the view is built of new nodes only (each op converted, or copied by
     # ``default``) over the graph's own inputs and constants, which nothing changes.
     g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
+    g.adopt_names(graph.names_in_use())  # (a copy of the set the graph keeps, not a walk of the graph)
     # the graph's inputs stand for themselves (the view reads them as they are), ...
     origin: dict[int, tuple[str, Perm]] = {id(v): (v.name, identity_perm(v.type.rank)) for v in g.inputs}
     conv = _LayoutConverter(g, layout, lazy_constants=True)
