@@ -100,7 +100,7 @@ def test_work_grows_linearly(monkeypatch: pytest.MonkeyPatch, backends: list[Bac
         assert large[key] == small[key], key
     # the partitioner's host copy (its NHWC view is built of new nodes, not a copy)
     assert large["graph copies"] <= 1
-    assert large["lints"] <= 2  # the import's and simplify's
+    assert large["lints"] <= 1  # the import's (simplify's passes change nothing here: no second lint)
     # the report ranks the backends once per view, not once per node
     assert large["backend rankings"] == small["backend rankings"] <= 4
     # a fixed amount of work per node
@@ -111,6 +111,19 @@ def test_work_grows_linearly(monkeypatch: pytest.MonkeyPatch, backends: list[Bac
     assert large["type rule runs"] <= 1.05 * n_large
     # import, the host copy, and for the backend its view, regions, composites and transposes
     assert large["nodes created"] <= (6 if backends else 2.5) * n_large
+
+
+def test_simplify_lints_again_only_what_its_passes_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``accel.import_onnx`` lints the imported graph; its simplification lints again only when a
+    pass rewrote the graph (here: a dead node removed), and the result is then still valid."""
+    x = {"x": ([1, 4], TensorProto.FLOAT)}
+    live = model_of([helper.make_node("Relu", ["x"], ["y"])], x, ["y"])
+    dead = model_of([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Sigmoid", ["x"], ["unused"])], x, ["y"])
+    for model, lints, nodes in ((live, 1, 1), (dead, 2, 1)):
+        with counting(monkeypatch) as counts:
+            graph = accel.import_onnx(model)
+        assert counts["lints"] == lints and len(graph.nodes) == nodes
+        graph.lint()
 
 
 @pytest.mark.parametrize("materialize", [False, True])
