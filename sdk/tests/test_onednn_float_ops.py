@@ -39,6 +39,8 @@ def activate(y, ops):
             y = np.tanh(y)
         elif kind == "gelu_tanh":
             y = 0.5 * y * (1 + np.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y**3)))
+        elif kind == "gelu_erf":
+            y = gelu_erf(y)
     return y
 
 
@@ -167,10 +169,6 @@ def gelu_erf(y):
     return 0.5 * y * (1 + np.vectorize(math.erf, otypes=[np.float64])(y / math.sqrt(2)))
 
 
-def act(y, ops):
-    return gelu_erf(y) if ops == [("gelu_erf", 0, 0)] else activate(y, ops)
-
-
 ACTIVATIONS = [
     [("relu", 0, 0)],
     [("clip", 0, 6)],
@@ -199,7 +197,7 @@ def same_nans_as_unfused(got, pre, ops):
     assert np.isnan(got[np.isnan(pre)]).all()
     finite = np.isfinite(pre)
     assert not np.isnan(got[finite]).any()
-    want = act(pre[finite].astype(np.float64), ops)
+    want = activate(pre[finite].astype(np.float64), ops)
     scale = max(1.0, float(np.abs(want).max(initial=0)))
     assert float(np.abs(got[finite] - want).max(initial=0)) / scale <= 1e-5
 
@@ -294,3 +292,23 @@ def test_max_pool_nan_returns_nan_for_windows_holding_one(layout):
                 got = got.transpose(0, 3, 1, 2)
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
             assert np.array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+@pytest.mark.parametrize("ops", [[("gelu_erf", 0, 0)], [("gelu_tanh", 0, 0)], [("relu", 0, 0), ("gelu_erf", 0, 0)]])
+def test_float_conv_activations_of_values_near_the_float_maximum_stay_finite(ops):
+    """A pre-activation value past FLT_MAX / 2 is finite, and so is its GELU (about the value
+    itself); a kernel that doubles before halving overflows there (oneDNN's AVX-512 GELU): the
+    second pass, which such an input always takes, puts the value back."""
+    p = probe()
+    g = geometry(2, 3, 4, 4, k=1)
+    w = np.eye(4, dtype=np.float32).reshape(4, 1, 1, 4)
+    b = np.zeros(4, np.float32)
+    x = np.full((1, 2, 3, 4), 1.0, np.float32)
+    x[0, 0, 0, :] = [3.0e38, 2.0e38, 1.8e38, -3.0e38]
+    x[0, 1, 2, 1] = np.nan
+    got = p.float_conv(g, x, w, b, ops, "nhwc", "ohwi", 1, 1)[0]
+    want = activate(np.einsum("nhwc,oc->nhwo", x.astype(np.float64), w.reshape(4, 4)), ops)
+    assert np.isnan(got[0, 1, 2]).all() and np.isnan(want[0, 1, 2]).all()  # NaN x 0 is NaN
+    finite = ~np.isnan(want)
+    assert finite.sum() == want.size - 4
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-6)

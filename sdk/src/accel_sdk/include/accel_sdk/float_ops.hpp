@@ -15,7 +15,11 @@
 // can overflow); at run, one vectorized read of the input checks that bound, and only an
 // input past it (a NaN, an infinity, a huge value) runs the layer a second time without its
 // activations (a primitive made at create, in the same formats) and copies its NaNs over.
-// Values are the fused primitive's otherwise, bit for bit.
+// That second pass also repairs what such an input can make a fused kernel overflow: where
+// the pre-activation value is finite but the fused result is not (oneDNN's AVX-512 GELU
+// computes x * (1 + erf) before halving, infinite for x past FLT_MAX / 2), the activations
+// are applied to that value in double, as the reference defines them. Values are the
+// fused primitive's otherwise, bit for bit.
 //
 // Formats. A primitive picks its own data formats (format_tag::any; on x86 a blocked
 // format such as nChw8c, measured ~3x faster than plain NCHW), and its weights are
@@ -133,9 +137,33 @@ inline bool any_past(const float* x, std::size_t n, float limit) {
   return false;
 }
 
-// y[i] = NaN where pre[i] is NaN (pre: the layer's output before its activations).
-inline void copy_nans(const float* pre, float* y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = pre[i] != pre[i] ? pre[i] : y[i];
+// The activations applied to one value in double, as the reference (ONNX) defines them.
+inline double apply_post_ops(double x, const std::vector<PostOp>& ops) {
+  constexpr double kSqrt2 = 1.4142135623730951, kSqrt2OverPi = 0.7978845608028654;
+  for (const PostOp& op : ops) {
+    switch (op.kind) {
+      case PostOp::Kind::relu: x = x > 0.0 ? x : 0.0; break;
+      case PostOp::Kind::clip: x = std::min(std::max(x, static_cast<double>(op.lo)), static_cast<double>(op.hi)); break;
+      case PostOp::Kind::sigmoid: x = 1.0 / (1.0 + std::exp(-x)); break;
+      case PostOp::Kind::tanh: x = std::tanh(x); break;
+      case PostOp::Kind::gelu_tanh: x = 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x))); break;
+      case PostOp::Kind::gelu_erf: x = 0.5 * x * (1.0 + std::erf(x / kSqrt2)); break;
+    }
+  }
+  return x;
+}
+
+// y: the fused result, pre: the layer's output without its activations. NaN where pre is
+// NaN; where pre is finite and y is not (the fused kernel overflowed: every activation of a
+// finite float32 is finite), the activations of pre.
+inline void repair_from_unfused(const float* pre, float* y, std::size_t n, const std::vector<PostOp>& ops) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pre[i] != pre[i]) {
+      y[i] = pre[i];
+    } else if (!std::isfinite(y[i]) && std::isfinite(pre[i])) {
+      y[i] = static_cast<float>(apply_post_ops(pre[i], ops));
+    }
+  }
 }
 
 // The calling thread's buffer of n floats for the rare second pass (valid until its next use).
@@ -163,12 +191,14 @@ struct Unfused {
   dnnl::primitive prim;
   dnnl::memory weights;
   dnnl::memory::desc scratch;
+  std::vector<PostOp> ops;  // the fused layer's activations
   float limit = -1.0f;
   bool on = false;  // the layer has activations
 
   // make(weights_desc) -> the unfused primitive_desc; `fused_weights` in the fused layer's format.
   template <class P, class PD, class Make>
-  void build(const Make& make, const dnnl::memory& fused_weights, const dnnl::memory::desc& w_any, float nan_limit) {
+  void build(const Make& make, const dnnl::memory& fused_weights, const dnnl::memory::desc& w_any, float nan_limit,
+             const std::vector<PostOp>& post_ops) {
     PD pd;
     try {
       pd = make(fused_weights.get_desc());
@@ -177,6 +207,7 @@ struct Unfused {
     }
     prim = P(pd);
     limit = nan_limit;
+    ops = post_ops;
     scratch = pd.scratchpad_desc();
     weights = fused_weights;
     if (pd.weights_desc() != fused_weights.get_desc()) {
@@ -188,7 +219,8 @@ struct Unfused {
     on = true;
   }
 
-  // After the fused run into dst: when src is past the limit, the unfused run and its NaNs.
+  // After the fused run into dst: when src is past the limit, the unfused run, its NaNs and
+  // what the fused kernel overflowed.
   void fix(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory* bias, const dnnl::memory& dst) const {
     if (!on) return;
     const dnnl::memory::desc& dst_md = dst.get_desc();
@@ -197,7 +229,7 @@ struct Unfused {
     float* pre = thread_floats(ny, 0);
     execute_weighted(prim, scratch, stream, src, weights, bias, dnnl::memory(dst_md, engine(), pre));
     stream.wait();
-    copy_nans(pre, static_cast<float*>(dst.get_data_handle()), ny);
+    repair_from_unfused(pre, static_cast<float*>(dst.get_data_handle()), ny, ops);
   }
 };
 
@@ -300,7 +332,8 @@ class FloatConv {
         const float limit = detail::nan_free_limit(plain.data(), static_cast<std::size_t>(s_.out_channels),
                                                    static_cast<std::size_t>(ICg * KH * KW), spec.bias);
         unfused_.build<dnnl::convolution_forward, dnnl::convolution_forward::primitive_desc>(
-            [&](const dnnl::memory::desc& w) { return make(src_, w, dst_, {}); }, weights_, w_any, limit);
+            [&](const dnnl::memory::desc& w) { return make(src_, w, dst_, {}); }, weights_, w_any, limit,
+            spec.post_ops);
       }
     });
     in_ = Reorder(user_src_, src_);
@@ -402,7 +435,7 @@ class FloatDense {
         const float limit = detail::nan_free_limit(spec.weights, static_cast<std::size_t>(spec.n),
                                                    static_cast<std::size_t>(spec.k), spec.bias);
         unfused_.build<dnnl::inner_product_forward, dnnl::inner_product_forward::primitive_desc>(
-            [&](const dnnl::memory::desc& w) { return make(w, {}); }, weights_, w_any, limit);
+            [&](const dnnl::memory::desc& w) { return make(w, {}); }, weights_, w_any, limit, spec.post_ops);
       }
     });
   }
