@@ -69,6 +69,29 @@ def test_users_and_printer():
     assert text.startswith("graph main(%x: float32[2,3])")
 
 
+def test_values_and_nodes_are_keys_by_identity() -> None:
+    """Graph code keys dicts and sets by values and nodes: two values alike are two keys."""
+    for cls in (Value, Node):
+        assert cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__, cls
+    t = TensorType((2,), "float32")
+    a, b = Value("x", t), Value("x", t)
+    assert a != b and len({a, b}) == 2 and {a: 1, b: 2}[a] == 1
+
+
+def test_fresh_names_avoid_the_name_sets_a_graph_shares() -> None:
+    """A graph made from another avoids that one's names without copying them, and the names it
+    gives stay its own."""
+    g = small_graph()
+    base = g.names_in_use()
+    derived = Graph(g.inputs, g.outputs, g.nodes, name="view")
+    derived.adopt_names(set(), *g.name_sets())
+    given = [derived.fresh_name(n) for n in ("x", "bias", "relu", "new")]
+    assert not set(given) & base and len(set(given)) == 4 and "new" in given
+    assert g.names_in_use() == base  # nothing added to the graph it was made from
+    assert set(given) <= derived.names_in_use() and base <= derived.names_in_use()
+    assert g.fresh_name("new") == "new"  # (the derived graph's names are not the original's)
+
+
 def test_lint_catches_broken_invariants():
     g = small_graph()
     relu, add, sig = g.nodes

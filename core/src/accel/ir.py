@@ -19,6 +19,7 @@ import gc
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
@@ -59,7 +60,11 @@ __all__ = [
 
 
 class Value:
-    """A tensor in a graph: a graph input, a constant, or a node's output."""
+    """A tensor in a graph: a graph input, a constant, or a node's output.
+
+    Values (and nodes) hash and compare by identity, and graph code keys its
+    dicts and sets by them directly: they must not define ``__eq__`` or ``__hash__``.
+    """
 
     __slots__ = ("name", "type", "producer", "const")
 
@@ -163,9 +168,10 @@ class Graph:
         self._inputs = list(inputs)
         self._outputs = list(outputs)
         self._nodes = list(nodes)
-        self._users: dict[int, list[Node]] | None = None
-        self._output_ids: set[int] | None = None
+        self._users: dict[Value, list[Node]] | None = None
+        self._output_ids: set[Value] | None = None
         self._names: set[str] | None = None
+        self._name_layers: tuple[AbstractSet[str], ...] = ()  # names avoided too, shared (see adopt_names)
         self._counter = itertools.count()
 
     # -- structure -----------------------------------------------------------------
@@ -212,31 +218,31 @@ class Graph:
             users = {}
             for node in self._nodes:
                 for v in node.inputs:
-                    found = users.get(id(v))
+                    found = users.get(v)
                     if found is None:
-                        users[id(v)] = [node]
+                        users[v] = [node]
                     elif found[-1] is not node:  # (a node reading a value twice is listed once)
                         found.append(node)
             self._users = users
-        return users.get(id(value), ())
+        return users.get(value, ())
 
     def is_output(self, value: Value) -> bool:
         ids = self._output_ids
         if ids is None:  # (a set: a pattern asks this of every value it matches, and a model may have many outputs)
-            ids = self._output_ids = {id(v) for v in self._outputs}
-        return id(value) in ids
+            ids = self._output_ids = set(self._outputs)
+        return value in ids
 
     def constants(self) -> list[Value]:
         """Distinct constant values read by nodes or returned as outputs, in first-use order."""
-        seen: dict[int, Value] = {}
+        seen: dict[Value, None] = {}  # (insertion-ordered)
         for node in self._nodes:
             for v in node.inputs:
-                if v.const is not None and id(v) not in seen:
-                    seen[id(v)] = v
+                if v.const is not None:
+                    seen[v] = None
         for v in self._outputs:
-            if v.const is not None and id(v) not in seen:
-                seen[id(v)] = v
-        return list(seen.values())
+            if v.const is not None:
+                seen[v] = None
+        return list(seen)
 
     def values(self) -> Iterator[Value]:
         """Every value once: inputs, constants, then node outputs in order."""
@@ -267,9 +273,10 @@ class Graph:
     def fresh_name(self, hint: str) -> str:
         """A value/node name not yet used in this graph, derived from ``hint``."""
         used = self._used_names()
+        layers = self._name_layers
         hint = hint or "v"
         name = hint
-        while name in used:
+        while name in used or (layers and any(name in names for names in layers)):
             name = f"{hint}_{next(self._counter)}"
         used.add(name)
         return name
@@ -281,15 +288,23 @@ class Graph:
             self._names = names
         return self._names
 
-    def adopt_names(self, names: set[str]) -> None:
-        """Take ``names`` (kept and grown, not copied) as the names :meth:`fresh_name` avoids, instead
-        of collecting them from the graph on first use: a builder that knows every name it gave (the
-        importer) saves that walk. It must hold every value and node name of the graph."""
+    def adopt_names(self, names: set[str], *layers: AbstractSet[str]) -> None:
+        """Take ``names`` and ``layers`` (kept, not copied) as the names :meth:`fresh_name` avoids,
+        instead of collecting them from the graph on first use: a builder that knows every name it
+        gave (the importer) saves that walk, and a graph made from another one (a layout view)
+        avoids that one's names without a copy. Together they must hold every value and node
+        name of the graph; the names given later are added to ``names``, never to a layer."""
         self._names = names
+        self._name_layers = layers
+
+    def name_sets(self) -> tuple[AbstractSet[str], ...]:
+        """The sets of names :meth:`fresh_name` avoids (kept, not copied): for a graph made from this
+        one to avoid them too, as ``derived.adopt_names(set(), *graph.name_sets())``."""
+        return (self._used_names(), *self._name_layers)
 
     def names_in_use(self) -> set[str]:
         """A copy of the names :meth:`fresh_name` avoids: every value and node name, and those reserved."""
-        return set(self._used_names())
+        return set(self._used_names()).union(*self._name_layers)
 
     def reserve_names(self, names: Iterable[str]) -> None:
         """Names :meth:`fresh_name` must not give, besides those this graph uses."""
@@ -337,15 +352,15 @@ class Graph:
 
     def copy(self) -> Graph:
         """A structural copy: new Nodes and Values, constant data shared (read-only)."""
-        vmap: dict[int, Value] = {}
+        vmap: dict[Value, Value] = {}
 
         def get(v: Value) -> Value:
-            nv = vmap.get(id(v))
+            nv = vmap.get(v)
             if nv is None:
                 if v.producer is not None:
                     raise GraphError(f"value %{v.name} is used before its producer {v.producer.name!r}")
                 nv = Value(v.name, v.type, None, v.const)
-                vmap[id(v)] = nv
+                vmap[v] = nv
             return nv
 
         inputs = [get(v) for v in self._inputs]
@@ -353,7 +368,7 @@ class Graph:
         for node in self._nodes:
             new = node.copy_reading([get(v) for v in node.inputs])
             for old_v, new_v in zip(node.outputs, new.outputs):
-                vmap[id(old_v)] = new_v
+                vmap[old_v] = new_v
             nodes.append(new)
         outputs = [get(v) for v in self._outputs]
         return Graph(inputs, outputs, nodes, self.name)
@@ -367,7 +382,7 @@ class Graph:
         every node's output types equal to what its op's type rule infers.
         Nested graphs are checked too.
         """
-        defined: set[int] = set()  # ids of the values defined so far
+        defined: set[Value] = set()  # the values defined so far
         names: dict[str, Value] = {}
 
         def define(v: Value) -> None:
@@ -375,7 +390,7 @@ class Graph:
             if other is not None and other is not v:
                 raise GraphError(f"duplicate value name {v.name!r} in graph {self.name!r}")
             names[v.name] = v
-            defined.add(id(v))
+            defined.add(v)
 
         for v in self._inputs:
             if v.producer is not None or v.const is not None:
@@ -388,7 +403,7 @@ class Graph:
             if len(node_names) == count:  # (one hash lookup: the name was there)
                 raise GraphError(f"duplicate node name {node.name!r} in graph {self.name!r}")
             for v in node.inputs:
-                if id(v) in defined:
+                if v in defined:
                     continue
                 if v.const is not None and v.producer is None:
                     define(v)
@@ -405,7 +420,7 @@ class Graph:
                 if v.producer is not node:
                     raise GraphError(f"output %{v.name} of node {node.name!r} names another producer")
                 count = len(defined)
-                defined.add(id(v))
+                defined.add(v)
                 if len(defined) == count:
                     raise GraphError(f"value %{v.name} is produced twice")
                 if names.setdefault(v.name, v) is not v:
@@ -423,7 +438,7 @@ class Graph:
                         f"{', '.join(map(str, actual))} but the type rule gives {', '.join(map(str, types))}"
                     )
         for v in self._outputs:
-            if id(v) not in defined:
+            if v not in defined:
                 if v.const is not None and v.producer is None:
                     define(v)
                 else:
@@ -501,10 +516,10 @@ def stable_topological_order(deps: Sequence[Iterable[int]]) -> tuple[list[int], 
 def toposort(nodes: Iterable[Node], inputs: Iterable[Value] = ()) -> list[Node]:
     """Stable topological order; :class:`GraphError` names a node on a cycle."""
     nodes = list(nodes)
-    producer_index = {id(v): i for i, n in enumerate(nodes) for v in n.outputs}
-    if all(producer_index.get(id(v), -1) < i for i, n in enumerate(nodes) for v in n.inputs):
+    producer_index = {v: i for i, n in enumerate(nodes) for v in n.outputs}
+    if all(producer_index.get(v, -1) < i for i, n in enumerate(nodes) for v in n.inputs):
         return nodes  # already in order: the stable order is this one
-    deps = [[producer_index[id(v)] for v in n.inputs if id(v) in producer_index] for n in nodes]
+    deps = [[producer_index[v] for v in n.inputs if v in producer_index] for n in nodes]
     order, stuck = stable_topological_order(deps)
     if stuck is not None:
         raise GraphError(f"the graph has a cycle through node {nodes[stuck].name!r} ({nodes[stuck].op})")

@@ -135,7 +135,7 @@ class _Partitioner:
         # (its regions take their nodes from it); otherwise host nodes are copied one by one.
         self._host: Graph | None = None
         # layout -> (the view, its node for each node index (None where it has none), origin)
-        self.views: dict[str, tuple[Graph, list[Node | None], dict[int, tuple[str, Perm]]]] = {}
+        self.views: dict[str, tuple[Graph, list[Node | None], dict[Value, tuple[str, Perm]]]] = {}
         self.tables = [_pattern_table(b) for b in backends]
         for b in backends:
             if b.layout == layout:
@@ -155,11 +155,11 @@ class _Partitioner:
         self.work: list[tuple[int, int] | None] = [None] * n  # by node index: (operations, MACs), computed once
         # (its keys name attribute mappings by id: those of the graph's nodes, alive while it is partitioned)
         self._work_memo: dict[tuple[object, ...], tuple[int, int]] = {}
-        self.graph_outputs = {id(v) for v in graph.outputs}
+        self.graph_outputs = set(graph.outputs)
         # producers and readers by node index, for the unit graph and region boundaries, in one
         # sweep (the nodes are in topological order: a value's producer comes before its readers)
-        producer: dict[int, int] = {}
-        users: dict[int, list[int]] = {}
+        producer: dict[Value, int] = {}
+        users: dict[Value, list[int]] = {}
         deps: list[list[int]] = []
         read = [False] * n  # by node index: whether a node of the graph reads one of its outputs
         late = False
@@ -167,23 +167,22 @@ class _Partitioner:
             # (a node reading a value twice lists its producer twice: harmless where deps are read)
             mine = []
             for v in node.inputs:
-                key = id(v)
-                j = producer.get(key)
+                j = producer.get(v)
                 if j is not None:
                     mine.append(j)
                     read[j] = True
                 elif v.producer is not None:
                     late = True  # produced later (out of order) or outside the graph
-                found = users.get(key)
+                found = users.get(v)
                 if found is None:
-                    users[key] = [i]
+                    users[v] = [i]
                 else:
                     found.append(i)
             deps.append(mine)
             for v in node.outputs:
-                producer[id(v)] = i
+                producer[v] = i
         if late:  # the unit graph must see every edge, so that form_regions finds a cycle
-            deps = [[producer[id(v)] for v in node.inputs if id(v) in producer] for node in self.nodes]
+            deps = [[producer[v] for v in node.inputs if v in producer] for node in self.nodes]
             for d in deps:
                 for j in d:
                     read[j] = True
@@ -309,7 +308,7 @@ class _Partitioner:
             if not near:
                 near.append(_values_near(root))
             v = near[0].get(name)
-            model = origin.get(id(v), (name,))[0] if v is not None else name
+            model = origin.get(v, (name,))[0] if v is not None else name
             return m.group(0) if model == name else f"%{model} (transposed for {layout})"
 
         return _VALUE_NAME.sub(rename, reason)
@@ -425,7 +424,7 @@ class _Partitioner:
                 continue
             inside = set(idxs)
             work = macs = boundary = 0
-            seen: set[int] = set()  # boundary inputs counted
+            seen: set[Value] = set()  # boundary inputs counted
             for i in idxs:
                 node = nodes[i]
                 wm = work_of[i]
@@ -434,14 +433,11 @@ class _Partitioner:
                 work += wm[0]
                 macs += wm[1]
                 for v in node.inputs:
-                    if v.const is None:
-                        key = id(v)
-                        if key not in seen and producer.get(key, -1) not in inside:
-                            seen.add(key)
-                            boundary += v.type.nbytes
+                    if v.const is None and v not in seen and producer.get(v, -1) not in inside:
+                        seen.add(v)
+                        boundary += v.type.nbytes
                 for v in node.outputs:
-                    key = id(v)
-                    if key in graph_outputs or not inside.issuperset(users.get(key, ())):
+                    if v in graph_outputs or not inside.issuperset(users.get(v, ())):
                         boundary += v.type.nbytes
             self.region_stats[g] = (work, macs, boundary)
             backend = self.backends[b]
@@ -469,7 +465,7 @@ class _Partitioner:
         so looking for a node none of whose outputs is read or returned is enough."""
         outputs = self.graph_outputs
         for i, was_read in enumerate(self._read):
-            if not was_read and not any(id(v) in outputs for v in self.nodes[i].outputs):
+            if not was_read and not any(v in outputs for v in self.nodes[i].outputs):
                 return True
         return False
 
@@ -482,7 +478,7 @@ class _Partitioner:
         """
         by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
         raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
-        transposes: dict[tuple[int, Perm], Value] = {}
+        transposes: dict[tuple[Value, Perm], Value] = {}
         transpose_attrs: dict[Perm, Mapping[str, object]] = {}  # one frozen mapping per permutation
         new_nodes: list[Node] = []
         reports: list[PartitionReport] = []
@@ -559,7 +555,7 @@ class _Partitioner:
             return original_value(v.name) if found is None else found
 
         def transpose(v: Value, axes: Perm, region: str) -> Value:
-            key = (id(v), axes)
+            key = (v, axes)
             out = transposes.get(key)
             if out is None:
                 if host is None:
@@ -603,29 +599,29 @@ class _Partitioner:
             group_layout[g] = layout
             _, vnodes, origin = self.views[layout] if layout != self.layout else self._host_view()
             body_nodes = cast("list[Node]", [vnodes[i] for i in idxs])  # (every node is in its view)
-            produced = {id(v) for nd in body_nodes for v in nd.outputs}
+            produced = {v for nd in body_nodes for v in nd.outputs}
             # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
             body_inputs: list[Value] = []
             call_args: list[Value] = []
             in_names: list[str] = []
-            replaced: dict[int, Value] = {}
+            replaced: dict[Value, Value] = {}
             param_names: set[str] = set()
             for nd in body_nodes:
                 for v in nd.inputs:
-                    if v.const is not None or id(v) in produced or id(v) in replaced:
+                    if v.const is not None or v in produced or v in replaced:
                         continue
-                    name, perm = origin[id(v)]
+                    name, perm = origin[v]
                     src = raw.get((name, perm))
                     if src is None:
                         plain = plain_value(name) or original_value(name)
                         src = plain if _is_identity(perm) else transpose(plain, perm, pname)
                     in_names.append(name)
                     if host is None:  # no body: the name is all the report needs
-                        replaced[id(v)] = v
+                        replaced[v] = v
                         continue
                     param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
                     param_names.add(param.name)
-                    replaced[id(v)] = param
+                    replaced[v] = param
                     body_inputs.append(param)
                     call_args.append(src)
             # boundary outputs: used outside the region, or graph outputs
@@ -635,23 +631,23 @@ class _Partitioner:
             unread = False  # a value nothing reads: the body keeps a dead node to drop
             for i, nd in zip(idxs, body_nodes):
                 for ov, v in zip(self.nodes[i].outputs, nd.outputs):
-                    readers = users.get(id(ov), ())
-                    if id(ov) in graph_outputs or not in_region.issuperset(readers):
+                    readers = users.get(ov, ())
+                    if ov in graph_outputs or not in_region.issuperset(readers):
                         body_outputs.append(v)
                     elif not readers:
                         unread = True
             out_names = []
             perms = []
             for v in body_outputs:
-                name, perm = origin[id(v)]
+                name, perm = origin[v]
                 out_names.append(name)
                 perms.append(perm)
             if host is None:
                 call_outputs = [Value(name, _NO_TYPE) for name in out_names]
             else:
                 for nd in body_nodes:
-                    if any(id(v) in replaced for v in nd.inputs):
-                        nd.inputs = [replaced.get(id(v), v) for v in nd.inputs]
+                    if any(v in replaced for v in nd.inputs):
+                        nd.inputs = [replaced.get(v, v) for v in nd.inputs]
                 body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
                 if unread:
                     remove_dead_nodes(body)
@@ -696,15 +692,15 @@ class _Partitioner:
         host.outputs = [host_value(v) for v in self.graph.outputs]
         host.nodes = new_nodes
         remove_dead_nodes(host, nested=False)  # region bodies are built without dead nodes
-        alive = {id(n) for n in host.nodes}
+        alive = set(host.nodes)
         for rep in reports:
-            rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if id(t) in alive)
+            rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if t in alive)
         return host, report
 
-    def _host_view(self) -> tuple[Graph, list[Node | None], dict[int, tuple[str, Perm]]]:
+    def _host_view(self) -> tuple[Graph, list[Node | None], dict[Value, tuple[str, Perm]]]:
         """The host copy as a view in the model's layout (the view of a backend of that layout)."""
         if self.layout not in self.views:
-            origin = {id(v): (v.name, identity_perm(v.type.rank)) for v in self.host.values()}
+            origin = {v: (v.name, identity_perm(v.type.rank)) for v in self.host.values()}
             aligned: list[Node | None] = list(self.host.nodes)  # (in the input graph's order)
             self.views[self.layout] = (self.host, aligned, origin)
         return self.views[self.layout]
@@ -738,7 +734,7 @@ class _Partitioner:
                 return backend.layout
         return self.layout
 
-    def _outline_composites(self, body: Graph, idxs: list[int], graph_outputs: set[int]) -> None:
+    def _outline_composites(self, body: Graph, idxs: list[int], graph_outputs: set[Value]) -> None:
         """Make each composite in a region's ``body`` (its nodes are those of ``idxs``) one nested call."""
         units = [self.unit[i] for i in idxs]
         groups: dict[int, list[Node]] = {}
@@ -748,40 +744,40 @@ class _Partitioner:
         if not groups:
             return
         # a member's output leaves its composite when the graph returns it or a node outside reads it
-        leaves: set[int] = set()
+        leaves: set[Value] = set()
         users = self.users
         for node, i, u in zip(body.nodes, idxs, units):
             if u in groups:
                 inner = self.members[u]
                 for ov, v in zip(self.nodes[i].outputs, node.outputs):
-                    if id(ov) in graph_outputs or any(j not in inner for j in users.get(id(ov), ())):
-                        leaves.add(id(v))
+                    if ov in graph_outputs or any(j not in inner for j in users.get(ov, ())):
+                        leaves.add(v)
         new_nodes: list[Node] = []
         done: set[int] = set()
-        remap: dict[int, Value] = {}
+        remap: dict[Value, Value] = {}
         for node, u in zip(body.nodes, units):
             if u not in groups:
-                if any(id(v) in remap for v in node.inputs):
-                    node.inputs = [remap.get(id(v), v) for v in node.inputs]
+                if any(v in remap for v in node.inputs):
+                    node.inputs = [remap.get(v, v) for v in node.inputs]
                 new_nodes.append(node)
                 continue
             if u in done:
                 continue
             done.add(u)
             members = groups[u]
-            produced = {id(v) for n in members for v in n.outputs}
+            produced = {v for n in members for v in n.outputs}
             params: list[Value] = []
             args: list[Value] = []
-            pmap: dict[int, Value] = {}
+            pmap: dict[Value, Value] = {}
             for n in members:
                 for v in n.inputs:
-                    if v.const is None and id(v) not in produced and id(v) not in pmap:
-                        pmap[id(v)] = Value(v.name, v.type)
-                        params.append(pmap[id(v)])
-                        args.append(remap.get(id(v), v))
-                if any(id(v) in pmap for v in n.inputs):
-                    n.inputs = [pmap.get(id(v), v) for v in n.inputs]
-            outs = [v for n in members for v in n.outputs if id(v) in leaves]
+                    if v.const is None and v not in produced and v not in pmap:
+                        pmap[v] = Value(v.name, v.type)
+                        params.append(pmap[v])
+                        args.append(remap.get(v, v))
+                if any(v in pmap for v in n.inputs):
+                    n.inputs = [pmap.get(v, v) for v in n.inputs]
+            outs = [v for n in members for v in n.outputs if v in leaves]
             root = members[-1]
             # labels are tuples of names and input positions (composite_labels): frozen as they are
             attrs = MappingProxyType({"composite": self.composite[u], LABELS_ATTR: self.labels.get(u, ())})
@@ -795,10 +791,10 @@ class _Partitioner:
                 body=Graph(params, outs, members, name=self.composite[u]),
             )
             for old, new in zip(outs, call.outputs):
-                remap[id(old)] = new
+                remap[old] = new
             new_nodes.append(call)
         body.nodes = new_nodes
-        body.outputs = [remap.get(id(v), v) for v in body.outputs]
+        body.outputs = [remap.get(v, v) for v in body.outputs]
 
     def _report(self, node_part: list[str | None], partitions: list[PartitionReport]) -> Report:
         nodes = []
@@ -901,15 +897,15 @@ def _values_near(root: Node, limit: int = 64) -> dict[str, Value]:
     """The values read by ``root`` and its nearest producers, by name: those a pattern rooted there can name."""
     found: dict[str, Value] = {}
     queue = [root]
-    seen = {id(root)}
+    seen = {root}
     for node in queue:  # grows while it is walked: breadth first
         if len(found) >= limit:
             break
         for v in node.inputs:
             found.setdefault(v.name, v)
             p = v.producer
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
+            if p is not None and p not in seen:
+                seen.add(p)
                 queue.append(p)
     return found
 

@@ -297,8 +297,8 @@ class _State:
         self.shared = shared  # ids of the patterns that may be reached twice in one match: they bind
         self.exclude = exclude
         self.explain = explain
-        self.matched: dict[int, Node] = {}
-        self.finished: dict[int, Node] = {}  # matched nodes whose inputs are matched too: a topological order
+        self.matched: dict[Node, Node] = {}
+        self.finished: dict[Node, Node] = {}  # matched nodes whose inputs are matched too: a topological order
         self.bound: dict[int, tuple[Value, Node | Value]] = {}
         self.labels: dict[str, Node | Value] = {}
         self.trail: list[tuple[dict[Any, Any], Any]] = []
@@ -671,7 +671,7 @@ class OpPattern(Pattern):
             if st.explain:
                 st.note(f"{_what(node)} has {len(node.inputs)} inputs, the pattern expects {len(inputs)}", bonus=0.25)
             return False
-        if id(node) in st.matched:
+        if node in st.matched:
             if st.explain:
                 st.note(f"{_what(node)} would be matched twice", bonus=0.25)
             return False
@@ -682,10 +682,10 @@ class OpPattern(Pattern):
         mark = len(st.trail)
         if not self._accept(v, node, st):
             return False
-        st.put(st.matched, id(node), node)
+        st.put(st.matched, node, node)
 
         def finish() -> bool:
-            st.put(st.finished, id(node), node)
+            st.put(st.finished, node, node)
             return then(node)
 
         ok = _match_inputs(inputs, node.inputs, 0, st, finish) if inputs else finish()
@@ -831,7 +831,7 @@ def _escape(st: _State, root: Node) -> str | None:
             if graph.is_output(out):
                 return f"{node.op} output %{out.name} is a graph output, so it cannot be inside the pattern"
             for user in graph.readers(out):
-                if id(user) not in matched:
+                if user not in matched:
                     return f"{node.op} output %{out.name} is used outside the pattern (by {_what(user)})"
     return None
 
@@ -839,13 +839,13 @@ def _escape(st: _State, root: Node) -> str | None:
 def _build(st: _State, root: Node) -> Match:
     matched = st.matched
     order = list(st.finished.values())  # each node after its inputs' producers, the root last
-    inputs: dict[int, Value] = {}
-    constants: dict[int, Value] = {}
+    inputs: dict[Value, Value] = {}
+    constants: dict[Value, Value] = {}
     for node in order:
         for v in node.inputs:
-            if v.producer is not None and id(v.producer) in matched:
+            if v.producer is not None and v.producer in matched:
                 continue
-            (constants if v.const is not None else inputs).setdefault(id(v), v)
+            (constants if v.const is not None else inputs).setdefault(v, v)
     return Match(root, order, list(inputs.values()), list(constants.values()), dict(st.labels))
 
 
@@ -930,11 +930,11 @@ def composite_match(call: Node) -> CompositeMatch:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(node.inputs):
             raise GraphError(f"composite call {call.name!r}: label entry {item!r}: {node.name!r} has no input {i!r}")
         bindings[item[0]] = node.inputs[i]
-    constants: dict[int, Value] = {}
+    constants: dict[Value, Value] = {}
     for node in body.nodes:
         for v in node.inputs:
             if v.const is not None:
-                constants.setdefault(id(v), v)
+                constants.setdefault(v, v)
     return CompositeMatch(
         body.nodes[-1], list(body.nodes), list(body.inputs), list(constants.values()), bindings, call=call
     )

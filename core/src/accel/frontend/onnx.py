@@ -361,7 +361,7 @@ class _Importer:
         # hint -> the last suffix taken for it (all the lower ones are taken too)
         self._suffixes: dict[str, int] = {}
         self._node_suffixes: dict[str, int] = {}
-        self.used: set[int] = set()
+        self.used: set[Value] = set()
         self.label = ""
         self.hint = "v"
         self.node_name = ""
@@ -464,7 +464,7 @@ class _Importer:
             node_name = self._fresh_node(node_name or short)
         node = Node(op, inputs, full, types, name=node_name, output_names=names)
         self.nodes.append(node)
-        self.used.update(map(id, inputs))
+        self.used.update(inputs)
         return node.outputs
 
     def _fold(self, op: str, attrs: Any, inputs: Sequence[Value], types: Sequence[TensorType]) -> list[np.ndarray]:
@@ -737,9 +737,9 @@ class _Importer:
         arr = _frozen(arr.astype(arr.dtype.newbyteorder("="), copy=False))
         return Value(self._value_name(vi.name, vi.name), TensorType.of(arr), None, arr)
 
-    def toposort(self) -> list[tuple[NodeProto, list[str], list[str]]]:
-        """ONNX nodes in a stable topological order, each with its input and output names
-        (read from the message once); GraphError on duplicates or a cycle."""
+    def toposort(self) -> tuple[list[NodeProto], list[list[str]], list[list[str]]]:
+        """ONNX nodes in a stable topological order, and their input and output names in that
+        order (read from the message once); GraphError on duplicates or a cycle."""
         g = self.g
         defined: set[str] = set()
         for kind, names in (("input", [v.name for v in g.input]), ("initializer", [t.name for t in g.initializer])):
@@ -752,10 +752,20 @@ class _Importer:
         defined.update(sp.values.name for sp in g.sparse_initializer)
         producers: dict[str, int] = {}
         nodes = list(g.node)
-        node_inputs = [list(node.input) for node in nodes]
-        node_outputs = [list(node.output) for node in nodes]
+        node_inputs: list[list[str]] = []
+        node_outputs: list[list[str]] = []
+        late: list[tuple[int, str]] = []  # (node, a name it reads that no earlier node or definition gives)
+        # one sweep: a name read is produced by an earlier node or defined (as in most files), or
+        # else looked up once every node is seen (an out-of-order file, or an undefined name)
         for i, node in enumerate(nodes):
-            for o in node_outputs[i]:
+            ins = list(node.input)
+            outs = list(node.output)
+            node_inputs.append(ins)
+            node_outputs.append(outs)
+            for name in ins:
+                if name and name not in producers and name not in defined:
+                    late.append((i, name))
+            for o in outs:
                 if not o:
                     continue
                 if o in producers:
@@ -766,36 +776,29 @@ class _Importer:
                 if o in defined:
                     raise GraphError(f"node {_label(node, i)} writes {o!r}, which is also a graph input or initializer")
                 producers[o] = i
-        ordered = True  # every node after the producers of what it reads (as most files are)
-        for i, names in enumerate(node_inputs):
-            for name in names:
-                if not name:
-                    continue
-                j = producers.get(name)
-                if j is None:
-                    if name not in defined:
-                        raise ModelError(
-                            f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or "
-                            "initializer defines"
-                        )
-                elif j >= i:
-                    ordered = False
-        if ordered:
-            order: list[int] = list(range(len(nodes)))  # the stable order is the file's own
-        else:
+        for i, name in late:
+            if name not in producers:
+                raise ModelError(
+                    f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or initializer defines"
+                )
+        ordered = not late  # every node after the producers of what it reads
+        if not ordered:  # (otherwise the stable order is the file's own)
             deps = [{producers[n] for n in names if n in producers} for names in node_inputs]
             order, stuck = stable_topological_order(deps)
             if stuck is not None:
                 raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
+            nodes = [nodes[i] for i in order]
+            node_inputs = [node_inputs[i] for i in order]
+            node_outputs = [node_outputs[i] for i in order]
         # names the ONNX graph gives (omitted optional inputs and outputs, "", name nothing): what
         # a node reads is produced by a node or defined (an input or an initializer, sparse or not)
         self.reserved.update(producers, defined, (v.name for v in g.output))
         self.reserved.discard("")
-        return [(nodes[i], node_inputs[i], node_outputs[i]) for i in (range(len(nodes)) if ordered else order)]
+        return nodes, node_inputs, node_outputs
 
     def run(self) -> Graph:
         g = self.g
-        order = self.toposort()  # also reserves the names the ONNX graph gives
+        nodes, nodes_inputs, nodes_outputs = self.toposort()  # also reserves the names the ONNX graph gives
 
         init_names = {t.name for t in g.initializer}
         # initializers of one type share one type object, as the nodes' outputs of one type do (the
@@ -832,14 +835,15 @@ class _Importer:
             self.env[vi.name] = v
             inputs.append(v)
 
-        for index, (node, node_inputs, node_outputs) in enumerate(order):
-            self.convert(node, index, node_inputs, node_outputs)
+        for index, node in enumerate(nodes):
+            self.convert(node, index, nodes_inputs[index], nodes_outputs[index])
 
         outputs = self.bind_outputs()
         graph = Graph(inputs, outputs, self.nodes, name="main")
         graph.lint(check_types=False)  # each node's types were inferred as it was created
-        # every name given went through these (and the ONNX names an output may be renamed to)
-        graph.adopt_names(self.taken | self.node_names | self.reserved)
+        # every name given went through these (and the ONNX names an output may be renamed to):
+        # kept as they are, not merged into one set (a large model's names would all be hashed again)
+        graph.adopt_names(self.taken, self.node_names, self.reserved)
         return graph
 
     def convert(self, node: NodeProto, index: int, inputs: list[str], outputs: list[str]) -> None:
@@ -2862,7 +2866,7 @@ def _with_quant(cv: _Importer, node: NodeProto, x: Value, q: QuantParams, what: 
         return x
     if x.const is not None:
         return cv.const(x.const, f"{x.name}/q", quant=q)
-    if x.producer is None and x.type.quant is None and id(x) not in cv.used:
+    if x.producer is None and x.type.quant is None and x not in cv.used:
         x.type = x.type.with_quant(q)
         return x
     return None

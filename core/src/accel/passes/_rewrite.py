@@ -97,54 +97,56 @@ class Rewriter:
     def __init__(self, graph: Graph):
         self.graph = graph
         self.nodes: list[Node] = []
-        self._subst: dict[int, Value] = {}
+        self._subst: dict[Value, Value] = {}
         self._outputs = list(graph.outputs)
-        self._output_ids = {id(v) for v in graph.outputs}
+        self._output_ids = set(graph.outputs)
         # Use lists of the graph as it was when the sweep started, built on the first query
         # (many passes never ask): the sweep replaces input lists, it never edits one.
         self._start = [(node, node.inputs) for node in graph.nodes]
-        self._users_map: dict[int, list[Node]] | None = None
+        self._users_map: dict[Value, list[Node]] | None = None
 
     @property
-    def _users(self) -> dict[int, list[Node]]:
+    def _users(self) -> dict[Value, list[Node]]:
         if self._users_map is None:
-            users: dict[int, list[Node]] = {}
+            users: dict[Value, list[Node]] = {}
             for node, inputs in self._start:
-                seen: set[int] = set()
                 for v in inputs:
-                    if id(v) not in seen:
-                        seen.add(id(v))
-                        users.setdefault(id(v), []).append(node)
+                    found = users.get(v)
+                    if found is None:
+                        users[v] = [node]
+                    elif found[-1] is not node:  # (a node reading a value twice is listed once)
+                        found.append(node)
             self._users_map = users
         return self._users_map
 
     # -- queries about the original graph --------------------------------------------------
     def users(self, value: Value) -> list[Node]:
         """Readers of ``value`` in the graph as it was before the sweep (empty for new values)."""
-        return self._users.get(id(value), [])
+        return self._users.get(value, [])
 
     def is_output(self, value: Value) -> bool:
-        return id(value) in self._output_ids
+        return value in self._output_ids
 
     def sole_user(self, value: Value, node: Node) -> bool:
         """``node`` is the only reader of ``value``, which is no graph output."""
-        users = self._users.get(id(value), ())
-        return len(users) == 1 and users[0] is node and id(value) not in self._output_ids
+        users = self._users.get(value, ())
+        return len(users) == 1 and users[0] is node and value not in self._output_ids
 
     # -- building -----------------------------------------------------------------------
     def value(self, v: Value) -> Value:
         """What ``v`` stands for now (follows replacements)."""
         seen = v
-        while id(v) in self._subst:
-            v = self._subst[id(v)]
+        subst = self._subst
+        while v in subst:
+            v = subst[v]
         if v is not seen:
-            self._subst[id(seen)] = v
+            subst[seen] = v
         return v
 
     def replace(self, old: Value, new: Value) -> None:
         """Every later reader of ``old`` (and the graph outputs) reads ``new`` instead."""
         if old is not new:
-            self._subst[id(old)] = new
+            self._subst[old] = new
 
     def keep(self, node: Node) -> Node:
         """Keep ``node``, reading the current replacements of its inputs.
@@ -217,7 +219,7 @@ class Rewriter:
         if subst and resolve:
             for node in self.nodes:
                 for v in node.inputs:
-                    if id(v) in subst:
+                    if v in subst:
                         node.inputs = [self.value(x) for x in node.inputs]
                         break
         g.nodes = self.nodes
@@ -237,14 +239,14 @@ def _restore_output_names(g: Graph, names: list[str]) -> None:
     if all(v.name == n for v, n in zip(g.outputs, names, strict=True)):
         return
     owner = _Owners(g)
-    claimed: dict[int, str] = {}
+    claimed: dict[Value, str] = {}
     outputs = list(g.outputs)
     extra: list[Node] = []
     for i, (v, name) in enumerate(zip(outputs, names, strict=True)):
-        if v.name == name and claimed.get(id(v), name) == name:
-            claimed[id(v)] = name
+        if v.name == name and claimed.get(v, name) == name:
+            claimed[v] = name
             continue
-        renamable = id(v) not in claimed and not any(v is x for x in g.inputs)
+        renamable = v not in claimed and not any(v is x for x in g.inputs)
         if renamable:
             target = v
         elif v.const is not None:
@@ -260,7 +262,7 @@ def _restore_output_names(g: Graph, names: list[str]) -> None:
             owner.set(other.name, other)
         target.name = name
         owner.set(name, target)
-        claimed[id(target)] = name
+        claimed[target] = name
         outputs[i] = target
     if extra:
         g.nodes = [*g.nodes, *extra]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accel.ir import Graph
+from accel.ir import Graph, Value
 
 
 def eliminate_dead_code(graph: Graph, *, in_place: bool = False) -> Graph:
@@ -24,15 +24,14 @@ def remove_dead_nodes(g: Graph, *, nested: bool = True) -> None:
     ``nested``: also clean the bodies of kept ``call`` nodes (off for a caller
     that built those bodies without dead nodes).
     """
-    live: set[int] = {id(v) for v in g.outputs}
-    add = live.add
+    # (values themselves as keys: they hash and compare by identity, without an id() object each)
+    live: set[Value] = set(g.outputs)
     kept = []
     for node in reversed(g.nodes):
         outs = node.outputs
-        if id(outs[0]) in live if len(outs) == 1 else any(id(v) in live for v in outs):
+        if outs[0] in live if len(outs) == 1 else any(v in live for v in outs):
             kept.append(node)
-            for v in node.inputs:
-                add(id(v))
+            live.update(node.inputs)
             if nested and node.body is not None:
                 remove_dead_nodes(node.body)
     if len(kept) != len(g.nodes):

@@ -67,12 +67,12 @@ def convert_layout(graph: Graph, layout: str = "NHWC") -> Graph:
     return _LayoutConverter(g, layout).run()
 
 
-def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, Perm]]]:
+def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[Value, tuple[str, Perm]]]:
     """``graph`` converted to ``layout``, with where each new value comes from.
 
     For the partitioner: returns the converted graph and, for every value of
     it that stands for a value of ``graph`` (``new = transpose(original, p)``),
-    ``{id(new): (original name, p)}`` (constants the view reads as they are are
+    ``{new: (original name, p)}`` (constants the view reads as they are are
     not listed: they stand for themselves). Node names are those of ``graph``
     (transposes the conversion adds have new names). Constant weights are
     re-laid out as transposed *views* (no copy): call
@@ -83,9 +83,9 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[int, tuple[str, 
     # No copy: the view is built of new nodes only (each op converted, or copied by
     # ``default``) over the graph's own inputs and constants, which nothing changes.
     g = Graph(graph.inputs, graph.outputs, graph.nodes, name=graph.name)
-    g.adopt_names(graph.names_in_use())  # (a copy of the set the graph keeps, not a walk of the graph)
+    g.adopt_names(set(), *graph.name_sets())  # (the graph's own sets, neither walked nor copied)
     # the graph's inputs stand for themselves (the view reads them as they are), ...
-    origin: dict[int, tuple[str, Perm]] = {id(v): (v.name, identity_perm(v.type.rank)) for v in g.inputs}
+    origin: dict[Value, tuple[str, Perm]] = {v: (v.name, identity_perm(v.type.rank)) for v in g.inputs}
     conv = _LayoutConverter(g, layout, lazy_constants=True)
     view = conv.run()  # (the converter rewrites g into the view)
     # ... and each value the conversion made stands for a value of the graph (whose name the
@@ -109,28 +109,28 @@ class _LayoutConverter:
         self.g = graph
         self.layout = layout
         self.rw = Rewriter(graph)
-        self.rep: dict[int, tuple[Value, Perm]] = {}
-        self.cache: dict[tuple[int, Perm], Value] = {}
+        self.rep: dict[Value, tuple[Value, Perm]] = {}
+        self.cache: dict[tuple[Value, Perm], Value] = {}
         self.lazy_constants = lazy_constants
-        #: id(new value) -> (original value's name, p) with new = transpose(original, p)
-        self.origin: dict[int, tuple[str, Perm]] = {}
+        #: new value -> (original value's name, p) with new = transpose(original, p)
+        self.origin: dict[Value, tuple[str, Perm]] = {}
         # (id(a conv's attributes), op) -> converted; the ids are those of the graph's nodes, alive meanwhile
         self.conv_attrs: dict[tuple[int, str], Mapping[str, Any]] = {}
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
-        found = self.rep.get(id(v))
+        found = self.rep.get(v)
         if found is None:
             return v, identity_perm(v.type.rank)
         return found
 
     def as_perm(self, v: Value, p: Perm) -> Value:
         """A value holding ``transpose(v, p)`` (``v`` an original value)."""
-        found = self.rep.get(id(v))
+        found = self.rep.get(v)
         nv, cur = (v, identity_perm(v.type.rank)) if found is None else found
         if cur == p:
             return nv
-        key = (id(v), p)
+        key = (v, p)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
@@ -143,7 +143,7 @@ class _LayoutConverter:
         else:
             out = self.rw.emit("transpose", [nv], {"axes": axes}).output
         self.cache[key] = out
-        self.origin[id(out)] = (v.name, p)
+        self.origin[out] = (v.name, p)
         return out
 
     def plain(self, v: Value) -> Value:
@@ -156,15 +156,15 @@ class _LayoutConverter:
                 raise GraphError(
                     f"layout conversion of %{old.name}: got shape {list(new.type.shape)}, expected {list(want)}"
                 )
-        self.rep[id(old)] = (new, p)
-        self.origin[id(new)] = (old.name, p)
+        self.rep[old] = (new, p)
+        self.origin[new] = (old.name, p)
 
     def _made_rep(self, old: Value, new: Value, p: Perm) -> None:
         """:meth:`set_rep` for an output of a node :meth:`make` built with ``perm=p``: in a
         partition view its type is ``old``'s permuted by ``p`` by construction, so not checked."""
         if self.lazy_constants:
-            self.rep[id(old)] = (new, p)
-            self.origin[id(new)] = (old.name, p)
+            self.rep[old] = (new, p)
+            self.origin[new] = (old.name, p)
         else:
             self.set_rep(old, new, p)
 
@@ -294,7 +294,7 @@ class _LayoutConverter:
                 if v.type.rank != rank:
                     return False
                 if p is None:
-                    found = rep.get(id(v))
+                    found = rep.get(v)
                     if found is not None and found[1] != identity_perm(rank):
                         p = found[1]
         if p is None:
@@ -305,7 +305,7 @@ class _LayoutConverter:
         inputs = []
         for v in node.inputs:
             if v.const is None:
-                found = rep.get(id(v))
+                found = rep.get(v)
                 inputs.append(found[0] if found is not None and found[1] == p else self.as_perm(v, p))
             elif v.type.size == 1:
                 inputs.append(v)  # a single value broadcasts the same in any order
