@@ -32,6 +32,7 @@ import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, overload
@@ -355,7 +356,8 @@ class _Importer:
         self.input_values = dict(input_values or {})
         self.env: dict[str, Value] = {}
         self.nodes: list[Node] = []
-        self.reserved: set[str] = set()
+        # the names the ONNX graph gives, as the sets toposort found them in (not merged into one)
+        self.reserved: tuple[AbstractSet[str], ...] = ()
         self.taken: set[str] = set()
         self.node_names: set[str] = set()
         # hint -> the last suffix taken for it (all the lower ones are taken too)
@@ -372,14 +374,14 @@ class _Importer:
         hint = hint or "v"
         taken, reserved = self.taken, self.reserved
         name = hint
-        if name in taken or name in reserved:
+        if name in taken or any(name in names for names in reserved):
             # names are only ever added: the suffixes tried before for this hint are still taken
             # (else many nodes of one hint would each try them all again: quadratic)
             i = self._suffixes.get(hint, 0)
             while True:
                 i += 1
                 name = f"{hint}_{i}"
-                if name not in taken and name not in reserved:
+                if name not in taken and not any(name in names for names in reserved):
                     break
             self._suffixes[hint] = i
         taken.add(name)
@@ -790,10 +792,10 @@ class _Importer:
             nodes = [nodes[i] for i in order]
             node_inputs = [node_inputs[i] for i in order]
             node_outputs = [node_outputs[i] for i in order]
-        # names the ONNX graph gives (omitted optional inputs and outputs, "", name nothing): what
-        # a node reads is produced by a node or defined (an input or an initializer, sparse or not)
-        self.reserved.update(producers, defined, (v.name for v in g.output))
-        self.reserved.discard("")
+        # names the ONNX graph gives, in the sets they were gathered in (merging them would hash
+        # every name again): what a node reads is produced by a node or defined (an input or an
+        # initializer, sparse or not); "" (an omitted optional input) names nothing
+        self.reserved = (producers.keys(), defined, {v.name for v in g.output})
         return nodes, node_inputs, node_outputs
 
     def run(self) -> Graph:
@@ -843,7 +845,7 @@ class _Importer:
         graph.lint(check_types=False)  # each node's types were inferred as it was created
         # every name given went through these (and the ONNX names an output may be renamed to):
         # kept as they are, not merged into one set (a large model's names would all be hashed again)
-        graph.adopt_names(self.taken, self.node_names, self.reserved)
+        graph.adopt_names(self.taken, self.node_names, *self.reserved)
         return graph
 
     def convert(self, node: NodeProto, index: int, inputs: list[str], outputs: list[str]) -> None:
@@ -1150,7 +1152,12 @@ def _softsign(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 
 def _rename(cv: _Importer, v: Value, name: str) -> Value:
     """Give an internal value the ONNX name it computes (when that name is still free)."""
-    if v.name != name and name not in cv.taken and v.producer is not None and v.name not in cv.reserved:
+    if (
+        v.name != name
+        and name not in cv.taken
+        and v.producer is not None
+        and not any(v.name in names for names in cv.reserved)
+    ):
         cv.taken.add(name)
         v.name = name
     return v
