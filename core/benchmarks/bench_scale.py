@@ -31,6 +31,12 @@ freezes what each stage built (``accel.ir.freeze_after_pauses``). CPU time
 machine is shared, and wall time counts the other jobs' share too. Goals:
 < 10 s for 100k nodes, and 100k / 10k ≤ 11 (linear would be 10).
 
+Beside the times, the work itself is counted: after the timed rounds, one
+more run of each case counts the Python function calls of the four stages
+(``cProfile``; its times are not used). That count does not depend on the
+machine, so its 100k / 10k ratio shows how the work grows, apart from how
+the memory hierarchy treats a working set of ten times the size.
+
 Run with ``nox -s bench`` (or ``python core/benchmarks/bench_scale.py``;
 ``--sizes 2000,20000`` for other sizes, ``--json out.json`` for the figures). The
 goal is checked on the median rounds.
@@ -50,8 +56,12 @@ from pathlib import Path
 STAGES = ("import", "simplify", "partition", "report")
 
 
-def run_case(path: str, backends: list[str]) -> dict:
-    """Time the stages on one model file in this process: ``{stage: (cpu s, wall s)}`` plus counts."""
+def run_case(path: str, backends: list[str], *, count_calls: bool = False) -> dict:
+    """Time the stages on one model file in this process: ``{stage: (cpu s, wall s)}`` plus counts
+    (with ``count_calls``, also the Python function calls of the four stages, which the profiler slows)."""
+    import cProfile
+    import pstats
+
     from rich.console import Console
 
     import accel  # noqa: F401  (first: see accel/_cpu.py)
@@ -65,11 +75,16 @@ def run_case(path: str, backends: list[str]) -> dict:
     freeze_after_pauses()  # as the accel command does (accel.cli.main)
     instances = CompositeTarget.from_backends(backends).instantiate() if backends else []
     times: dict[str, list[float]] = {}
+    profiler = cProfile.Profile() if count_calls else None
 
     def timed(stage: str, fn):
+        if profiler is not None and stage in STAGES:
+            profiler.enable()
         c0, w0 = time.process_time(), time.perf_counter()
         result = fn()
         times[stage] = [time.process_time() - c0, time.perf_counter() - w0]
+        if profiler is not None:
+            profiler.disable()
         return result
 
     raw = timed("import", lambda: import_model(path))
@@ -84,18 +99,23 @@ def run_case(path: str, backends: list[str]) -> dict:
     built = timed("partition_graph", lambda: partition_graph(graph, instances, materialize=False))
     if len(built.report.partitions) != len(rep.partitions):
         raise SystemExit("partition_report and partition_graph disagree")
-    return {
+    out = {
         "nodes": len(graph.nodes),
         "partitions": len(rep.partitions),
         "host_nodes": len(rep.host_nodes()),
         "transposes": sum(p.transposes for p in rep.partitions),
         "times": times,
     }
+    if profiler is not None:
+        out["calls"] = pstats.Stats(profiler).total_calls  # type: ignore[attr-defined]
+    return out
 
 
-def measure(path: str, backends: list[str]) -> dict:
+def measure(path: str, backends: list[str], *, count_calls: bool = False) -> dict:
     """:func:`run_case` in a fresh interpreter."""
     cmd = [sys.executable, __file__, "--case", path, "--backends", ",".join(backends)]
+    if count_calls:
+        cmd.append("--count-calls")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -120,10 +140,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="rounds: measurements of each case (the median is shown)")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: time one model file in this process
     ap.add_argument("--backends", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--count-calls", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     backends = [b for b in args.backends.split(",") if b]
     if args.case:
-        print(json.dumps(run_case(args.case, backends)))
+        print(json.dumps(run_case(args.case, backends, count_calls=args.count_calls)))
         return
 
     import onnx
@@ -153,15 +174,26 @@ def main() -> None:
                     measured[(n, t)].append(averaged([measure(paths[n], target) for _ in range(count)]))
         for n in sizes:
             for t, target in enumerate(targets):
+                console.print(f"counting the work: {n} nodes, {','.join(target) or 'no backend'}")
+                calls = measure(paths[n], target, count_calls=True)["calls"]
                 done = sorted(measured[(n, t)], key=lambda r: r["total"][0])
                 row = dict(done[len(done) // 2])  # the median round
-                row.update(size=n, target=",".join(target) or "(none)", runs=[r["total"] for r in done])
+                row.update(size=n, target=",".join(target) or "(none)", runs=[r["total"] for r in done], calls=calls)
                 rows.append(row)
     table = Table(
         title=f"accel inspect stages on a Conv/Relu/Sigmoid/Add chain, median of {rounds} rounds "
         f"(a round of {min(sizes) // 1000}k averages {max(1, round(max(sizes) / min(sizes)))} runs): CPU s (wall s)"
     )
-    columns = ("ONNX nodes", "IR nodes", "backends", *STAGES, "total", "fastest / slowest", "partition_graph")
+    columns = (
+        "ONNX nodes",
+        "IR nodes",
+        "backends",
+        *STAGES,
+        "total",
+        "fastest / slowest",
+        "partition_graph",
+        "Python calls",
+    )
     for col in (*columns, "partitions", "transposes"):
         table.add_column(col, justify="left" if col == "backends" else "right")
     for r in rows:
@@ -174,6 +206,7 @@ def main() -> None:
             f"{cpu:.2f} ({wall:.2f})",
             f"{r['runs'][0][0]:.2f} / {r['runs'][-1][0]:.2f}",
             f"{r['times']['partition_graph'][0]:.2f}",
+            f"{r['calls'] / 1e6:.2f} M",
             str(r["partitions"]),
             str(r["transposes"]),
         )
@@ -184,10 +217,11 @@ def main() -> None:
         for target in ("(none)", "testbackend"):
             a = next(r for r in rows if r["size"] == small and r["target"] == target)
             b = next(r for r in rows if r["size"] == large and r["target"] == target)
-            ratios[target] = [b["total"][0] / a["total"][0], b["total"][1] / a["total"][1]]
+            ratios[target] = [b["total"][0] / a["total"][0], b["total"][1] / a["total"][1], b["calls"] / a["calls"]]
             console.print(
                 f"{large // 1000}k / {small // 1000}k, backends {target}: CPU {ratios[target][0]:.1f}x, "
-                f"wall {ratios[target][1]:.1f}x (linear would be {large / small:.1f}x)"
+                f"wall {ratios[target][1]:.1f}x, Python calls {ratios[target][2]:.2f}x "
+                f"(linear would be {large / small:.1f}x)"
             )
     for r in rows:
         if r["size"] == 100_000:

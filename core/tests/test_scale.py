@@ -346,3 +346,26 @@ def test_graphs_of_other_shapes_cost_work_linear_in_their_size(shape: str) -> No
     wide operators, trees, Constant nodes, unsorted files and models returning every value."""
     c1, c2, c3 = (_python_calls(_SHAPES[shape](n)) for n in (200, 400, 600))
     assert c3 - c2 <= 1.1 * (c2 - c1), (c1, c2, c3)
+
+
+def test_the_scale_benchmark_times_and_counts_each_case(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``bench_scale.py`` runs (on tiny chains): every case timed stage by stage, its work counted,
+    and the 100k / 10k-style ratios written, the count's ratio near the sizes' (it is not timed)."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scale.py"
+    out = tmp_path / "scale.json"
+    cmd = [sys.executable, str(script), "--sizes", "200,800", "--repeat", "1", "--json", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+    doc = json.loads(out.read_text())
+    cases = {(c["size"], c["target"]): c for c in doc["cases"]}
+    assert set(cases) == {(n, t) for n in (200, 800) for t in ("(none)", "testbackend")}
+    for (n, target), case in cases.items():
+        assert case["nodes"] == n and case["calls"] > 10 * n
+        assert set(case["times"]) >= {"import", "simplify", "partition", "report", "partition_graph"}
+        assert case["partitions"] == (0 if target == "(none)" else n // 4 + 1)
+    for target in ("(none)", "testbackend"):
+        cpu, wall, calls = doc["ratios"][target]
+        assert cpu > 0 and wall > 0 and 1.5 < calls < 4.4  # four times the nodes: linear work, fixed costs beside
