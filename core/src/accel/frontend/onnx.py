@@ -739,9 +739,9 @@ class _Importer:
         arr = _frozen(arr.astype(arr.dtype.newbyteorder("="), copy=False))
         return Value(self._value_name(vi.name, vi.name), TensorType.of(arr), None, arr)
 
-    def toposort(self) -> tuple[list[NodeProto], list[list[str]], list[list[str]]]:
-        """ONNX nodes in a stable topological order, and their input and output names in that
-        order (read from the message once); GraphError on duplicates or a cycle."""
+    def toposort(self) -> tuple[list[int] | None, list[list[str]], list[list[str]]]:
+        """A stable topological order of the ONNX nodes (None: the file's own), and their input and
+        output names in that order (read from the message once); GraphError on duplicates or a cycle."""
         g = self.g
         defined: set[str] = set()
         for kind, names in (("input", [v.name for v in g.input]), ("initializer", [t.name for t in g.initializer])):
@@ -753,7 +753,9 @@ class _Importer:
             defined.update(names)
         defined.update(sp.values.name for sp in g.sparse_initializer)
         producers: dict[str, int] = {}
-        nodes = list(g.node)
+        # (the node messages are read one at a time, not held in a list: the protobuf runtime
+        # keeps a table of the Python objects alive for its messages, which would hold all of them)
+        nodes = g.node
         node_inputs: list[list[str]] = []
         node_outputs: list[list[str]] = []
         late: list[tuple[int, str]] = []  # (node, a name it reads that no earlier node or definition gives)
@@ -784,23 +786,23 @@ class _Importer:
                     f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or initializer defines"
                 )
         ordered = not late  # every node after the producers of what it reads
-        if not ordered:  # (otherwise the stable order is the file's own)
+        order: list[int] | None = None  # the stable order is the file's own
+        if not ordered:
             deps = [{producers[n] for n in names if n in producers} for names in node_inputs]
             order, stuck = stable_topological_order(deps)
             if stuck is not None:
                 raise GraphError(f"the ONNX graph has a cycle through node {_label(nodes[stuck], stuck)}")
-            nodes = [nodes[i] for i in order]
             node_inputs = [node_inputs[i] for i in order]
             node_outputs = [node_outputs[i] for i in order]
         # names the ONNX graph gives, in the sets they were gathered in (merging them would hash
         # every name again): what a node reads is produced by a node or defined (an input or an
         # initializer, sparse or not); "" (an omitted optional input) names nothing
         self.reserved = (producers.keys(), defined, {v.name for v in g.output})
-        return nodes, node_inputs, node_outputs
+        return order, node_inputs, node_outputs
 
     def run(self) -> Graph:
         g = self.g
-        nodes, nodes_inputs, nodes_outputs = self.toposort()  # also reserves the names the ONNX graph gives
+        order, nodes_inputs, nodes_outputs = self.toposort()  # also reserves the names the ONNX graph gives
 
         init_names = {t.name for t in g.initializer}
         # initializers of one type share one type object, as the nodes' outputs of one type do (the
@@ -837,8 +839,13 @@ class _Importer:
             self.env[vi.name] = v
             inputs.append(v)
 
-        for index, node in enumerate(nodes):
-            self.convert(node, index, nodes_inputs[index], nodes_outputs[index])
+        nodes = g.node  # (each node message read as it is converted, as in toposort)
+        if order is None:
+            for index, node in enumerate(nodes):
+                self.convert(node, index, nodes_inputs[index], nodes_outputs[index])
+        else:
+            for index, k in enumerate(order):
+                self.convert(nodes[k], index, nodes_inputs[index], nodes_outputs[index])
 
         outputs = self.bind_outputs()
         graph = Graph(inputs, outputs, self.nodes, name="main")
