@@ -326,6 +326,21 @@ def test_qlinear_conv_and_matmul_match_ort_within_one() -> None:
     assert ops(graph) == ["qnn.conv2d", "nn.bias_add", "qnn.requantize", "transpose", "qnn.dense", "qnn.requantize"]
 
 
+def test_a_graph_input_already_read_keeps_its_type_when_dequantized_later() -> None:
+    """A uint8 graph input that DequantizeLinear reads first takes the quantization in its type; one
+    that another node has read already keeps its plain type, and the dequantization is spelled out."""
+    x = RNG.integers(0, 256, (2, 5)).astype(np.uint8)
+    inits = {"s": np.array(0.1, np.float32), "z": np.array(7, np.uint8)}
+    dq = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["d"])
+    cast = helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT)
+    add = helper.make_node("Add", ["c", "d"], ["y"])
+    first = check(make_model([dq, cast, add], {"x": ([2, 5], TensorProto.UINT8)}, ["y"], inits, opset=13), {"x": x})
+    assert first.inputs[0].type.quant is not None and ops(first)[0] == "qnn.dequantize"
+    later = check(make_model([cast, dq, add], {"x": ([2, 5], TensorProto.UINT8)}, ["y"], inits, opset=13), {"x": x})
+    assert later.inputs[0].type.quant is None
+    assert "qnn.dequantize" not in ops(later) and {"subtract", "multiply"} <= set(ops(later))
+
+
 # -- pooling, padding, resize, activations --------------------------------------------------
 
 

@@ -363,7 +363,8 @@ class _Importer:
         # hint -> the last suffix taken for it (all the lower ones are taken too)
         self._suffixes: dict[str, int] = {}
         self._node_suffixes: dict[str, int] = {}
-        self.used: set[Value] = set()
+        # graph inputs no node has read yet (a QDQ graph's input may still take its quantization)
+        self.unread: set[Value] = set()
         self.label = ""
         self.hint = "v"
         self.node_name = ""
@@ -466,7 +467,8 @@ class _Importer:
             node_name = self._fresh_node(node_name or short)
         node = Node(op, inputs, full, types, name=node_name, output_names=names)
         self.nodes.append(node)
-        self.used.update(inputs)
+        if self.unread:  # (a few graph inputs, read by the first nodes: then empty)
+            self.unread.difference_update(inputs)
         return node.outputs
 
     def _fold(self, op: str, attrs: Any, inputs: Sequence[Value], types: Sequence[TensorType]) -> list[np.ndarray]:
@@ -838,6 +840,7 @@ class _Importer:
             v = self.make_input(vi)
             self.env[vi.name] = v
             inputs.append(v)
+        self.unread.update(inputs)
 
         nodes = g.node  # (each node message read as it is converted, as in toposort)
         if order is None:
@@ -2880,7 +2883,7 @@ def _with_quant(cv: _Importer, node: NodeProto, x: Value, q: QuantParams, what: 
         return x
     if x.const is not None:
         return cv.const(x.const, f"{x.name}/q", quant=q)
-    if x.producer is None and x.type.quant is None and x not in cv.used:
+    if x.type.quant is None and x in cv.unread:
         x.type = x.type.with_quant(q)
         return x
     return None
