@@ -34,6 +34,7 @@ Requires a typed graph in topological order; the input graph is not modified.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
 import time
@@ -368,15 +369,22 @@ class _Partitioner:
         """Group units into regions: a Kahn sweep that stays on one backend while it can."""
         n = len(self.nodes)
         unit, owner, deps = self.unit, self.owner, self.deps
-        # by unit id (the index of its root node): its nodes, the units reading it, unmet inputs
-        members: list[list[int] | None] = [None] * n
+        # A unit's id is the index of its root node, whose unit is itself. By unit id: the nodes of
+        # a unit of several (a composite; a single node's unit is itself), the units reading it
+        # (a unit reading another through two edges is listed twice, and waits for both: lists,
+        # not sets, as most units have one reader), and its unmet inputs.
+        members: dict[int, list[int]] = {}
         for i in range(n):
-            found = members[unit[i]]
-            if found is None:
-                members[unit[i]] = [i]
-            else:
-                found.append(i)
-        succ: list[set[int] | None] = [None] * n
+            u = unit[i]
+            if u != i:
+                found = members.get(u)
+                if found is None:
+                    members[u] = [i]
+                else:
+                    found.append(i)
+        for u, found in members.items():
+            bisect.insort(found, u)  # the root among its unit's nodes, in index order
+        succ: list[list[int] | None] = [None] * n
         indeg = [0] * n
         for i in range(n):
             u = unit[i]
@@ -385,14 +393,13 @@ class _Partitioner:
                 if w != u:
                     readers = succ[w]
                     if readers is None:
-                        succ[w] = {u}
-                        indeg[u] += 1
-                    elif u not in readers:
-                        readers.add(u)
-                        indeg[u] += 1
+                        succ[w] = [u]
+                    else:
+                        readers.append(u)
+                    indeg[u] += 1
         heaps: dict[int, list[int]] = {}
         for u in range(n):
-            if members[u] is not None and indeg[u] == 0:
+            if unit[u] == u and indeg[u] == 0:
                 heaps.setdefault(owner[u], []).append(u)  # in increasing order: already heaps
         groups: list[tuple[int, list[int]]] = []
         current: int | None = None
@@ -404,7 +411,11 @@ class _Partitioner:
                 current = min(live, key=lambda k: heaps[k][0])
                 groups.append((current, []))
             u = heapq.heappop(heaps[current])
-            groups[-1][1].extend(members[u] or ())
+            found = members.get(u) if members else None
+            if found is None:
+                groups[-1][1].append(u)
+            else:
+                groups[-1][1].extend(found)
             for w in succ[u] or ():
                 indeg[w] -= 1
                 if indeg[w] == 0:
