@@ -158,12 +158,14 @@ class _Partitioner:
         self._work_memo: dict[tuple[object, ...], tuple[int, int]] = {}
         self.graph_outputs = set(graph.outputs)
         # producers and readers by node index, for the unit graph and region boundaries, in one
-        # sweep (the nodes are in topological order: a value's producer comes before its readers)
+        # sweep (the nodes are in topological order: a value's producer comes before its readers);
+        # readers only serve regions' boundaries, which need a backend
         producer: dict[Value, int] = {}
         users: dict[Value, list[int]] = {}
         deps: list[list[int]] = []
         read = [False] * n  # by node index: whether a node of the graph reads one of its outputs
         late = False
+        with_users = bool(backends)
         for i, node in enumerate(self.nodes):
             # (a node reading a value twice lists its producer twice: harmless where deps are read)
             mine = []
@@ -174,11 +176,12 @@ class _Partitioner:
                     read[j] = True
                 elif v.producer is not None:
                     late = True  # produced later (out of order) or outside the graph
-                found = users.get(v)
-                if found is None:
-                    users[v] = [i]
-                else:
-                    found.append(i)
+                if with_users:
+                    found = users.get(v)
+                    if found is None:
+                        users[v] = [i]
+                    else:
+                        found.append(i)
             deps.append(mine)
             for v in node.outputs:
                 producer[v] = i
