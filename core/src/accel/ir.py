@@ -54,6 +54,7 @@ __all__ = [
     "freeze_after_pauses",
     "freeze_attr",
     "freeze_attrs",
+    "readers_by_value",
     "stable_topological_order",
     "toposort",
 ]
@@ -169,7 +170,7 @@ class Graph:
         self._outputs = list(outputs)
         self._nodes = list(nodes)
         self._users: dict[Value, list[Node]] | None = None
-        self._output_ids: set[Value] | None = None
+        self._output_set: set[Value] | None = None
         self._names: set[str] | None = None
         self._name_layers: tuple[AbstractSet[str], ...] = ()  # names avoided too, shared (see adopt_names)
         self._counter = itertools.count()
@@ -205,7 +206,7 @@ class Graph:
     def invalidate(self) -> None:
         """Forget cached use lists and outputs (call after editing node inputs, or the outputs list, in place)."""
         self._users = None
-        self._output_ids = None
+        self._output_set = None
 
     def users(self, value: Value) -> list[Node]:
         """Nodes that read ``value``, in graph order (a node reading it twice appears once)."""
@@ -215,22 +216,14 @@ class Graph:
         """:meth:`users` without the copy: a view to read, not to keep across edits."""
         users = self._users
         if users is None:
-            users = {}
-            for node in self._nodes:
-                for v in node.inputs:
-                    found = users.get(v)
-                    if found is None:
-                        users[v] = [node]
-                    elif found[-1] is not node:  # (a node reading a value twice is listed once)
-                        found.append(node)
-            self._users = users
+            users = self._users = readers_by_value((node, node.inputs) for node in self._nodes)
         return users.get(value, ())
 
     def is_output(self, value: Value) -> bool:
-        ids = self._output_ids
-        if ids is None:  # (a set: a pattern asks this of every value it matches, and a model may have many outputs)
-            ids = self._output_ids = set(self._outputs)
-        return value in ids
+        outputs = self._output_set
+        if outputs is None:  # (a set: a pattern asks this of every value it matches, and a model may have many outputs)
+            outputs = self._output_set = set(self._outputs)
+        return value in outputs
 
     def constants(self) -> list[Value]:
         """Distinct constant values read by nodes or returned as outputs, in first-use order."""
@@ -511,6 +504,20 @@ def stable_topological_order(deps: Sequence[Iterable[int]]) -> tuple[list[int], 
                 heapq.heappush(ready, c)
     stuck = None if len(order) == len(deps) else next(i for i, d in enumerate(indegree) if d > 0)
     return order, stuck
+
+
+def readers_by_value(nodes: Iterable[tuple[Node, Sequence[Value]]]) -> dict[Value, list[Node]]:
+    """For each value read, the nodes reading it in order, from ``(node, its inputs)`` pairs (a node
+    reading a value twice is listed once)."""
+    users: dict[Value, list[Node]] = {}
+    for node, inputs in nodes:
+        for v in inputs:
+            found = users.get(v)
+            if found is None:
+                users[v] = [node]
+            elif found[-1] is not node:
+                found.append(node)
+    return users
 
 
 def toposort(nodes: Iterable[Node], inputs: Iterable[Value] = ()) -> list[Node]:

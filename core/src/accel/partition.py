@@ -414,7 +414,7 @@ class _Partitioner:
                 current = min(live, key=lambda k: heaps[k][0])
                 groups.append((current, []))
             u = heapq.heappop(heaps[current])
-            found = members.get(u) if members else None
+            found = members.get(u)
             if found is None:
                 groups[-1][1].append(u)
             else:

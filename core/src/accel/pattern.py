@@ -839,14 +839,14 @@ def _escape(st: _State, root: Node) -> str | None:
 def _build(st: _State, root: Node) -> Match:
     matched = st.matched
     order = list(st.finished.values())  # each node after its inputs' producers, the root last
-    inputs: dict[Value, Value] = {}
-    constants: dict[Value, Value] = {}
+    inputs: dict[Value, None] = {}  # (dicts: sets in first-read order)
+    constants: dict[Value, None] = {}
     for node in order:
         for v in node.inputs:
             if v.producer is not None and v.producer in matched:
                 continue
-            (constants if v.const is not None else inputs).setdefault(v, v)
-    return Match(root, order, list(inputs.values()), list(constants.values()), dict(st.labels))
+            (constants if v.const is not None else inputs)[v] = None
+    return Match(root, order, list(inputs), list(constants), dict(st.labels))
 
 
 # -- composites -------------------------------------------------------------------
@@ -930,14 +930,12 @@ def composite_match(call: Node) -> CompositeMatch:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(node.inputs):
             raise GraphError(f"composite call {call.name!r}: label entry {item!r}: {node.name!r} has no input {i!r}")
         bindings[item[0]] = node.inputs[i]
-    constants: dict[Value, Value] = {}
+    constants: dict[Value, None] = {}  # (a set in first-read order)
     for node in body.nodes:
         for v in node.inputs:
             if v.const is not None:
-                constants.setdefault(v, v)
-    return CompositeMatch(
-        body.nodes[-1], list(body.nodes), list(body.inputs), list(constants.values()), bindings, call=call
-    )
+                constants[v] = None
+    return CompositeMatch(body.nodes[-1], list(body.nodes), list(body.inputs), list(constants), bindings, call=call)
 
 
 # -- tables -----------------------------------------------------------------------

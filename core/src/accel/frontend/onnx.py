@@ -373,20 +373,25 @@ class _Importer:
     def _fresh(self, hint: str) -> str:
         """The first free name of ``hint``, ``hint_1``, ``hint_2``, ... (taken)."""
         hint = hint or "v"
-        taken, reserved = self.taken, self.reserved
+        taken = self.taken
         name = hint
-        if name in taken or any(name in names for names in reserved):
+        if name in taken or self.is_reserved(name):
             # names are only ever added: the suffixes tried before for this hint are still taken
             # (else many nodes of one hint would each try them all again: quadratic)
             i = self._suffixes.get(hint, 0)
             while True:
                 i += 1
                 name = f"{hint}_{i}"
-                if name not in taken and not any(name in names for names in reserved):
+                if name not in taken and not self.is_reserved(name):
                     break
             self._suffixes[hint] = i
         taken.add(name)
         return name
+
+    def is_reserved(self, name: str) -> bool:
+        """Whether the ONNX graph gives ``name`` (to a value a node produces, an input, an initializer
+        or an output)."""
+        return any(name in names for names in self.reserved)
 
     def _value_name(self, onnx_name: str | None, hint: str) -> str:
         if onnx_name and onnx_name not in self.taken:
@@ -787,9 +792,8 @@ class _Importer:
                 raise ModelError(
                     f"node {_label(nodes[i], i)} reads {name!r}, which no node, graph input or initializer defines"
                 )
-        ordered = not late  # every node after the producers of what it reads
-        order: list[int] | None = None  # the stable order is the file's own
-        if not ordered:
+        order: list[int] | None = None  # without late reads, the stable order is the file's own
+        if late:
             deps = [{producers[n] for n in names if n in producers} for names in node_inputs]
             order, stuck = stable_topological_order(deps)
             if stuck is not None:
@@ -843,12 +847,8 @@ class _Importer:
         self.unread.update(inputs)
 
         nodes = g.node  # (each node message read as it is converted, as in toposort)
-        if order is None:
-            for index, node in enumerate(nodes):
-                self.convert(node, index, nodes_inputs[index], nodes_outputs[index])
-        else:
-            for index, k in enumerate(order):
-                self.convert(nodes[k], index, nodes_inputs[index], nodes_outputs[index])
+        for index, k in enumerate(range(len(nodes)) if order is None else order):
+            self.convert(nodes[k], index, nodes_inputs[index], nodes_outputs[index])
 
         outputs = self.bind_outputs()
         graph = Graph(inputs, outputs, self.nodes, name="main")
@@ -1162,12 +1162,7 @@ def _softsign(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
 
 def _rename(cv: _Importer, v: Value, name: str) -> Value:
     """Give an internal value the ONNX name it computes (when that name is still free)."""
-    if (
-        v.name != name
-        and name not in cv.taken
-        and v.producer is not None
-        and not any(v.name in names for names in cv.reserved)
-    ):
+    if v.name != name and name not in cv.taken and v.producer is not None and not cv.is_reserved(v.name):
         cv.taken.add(name)
         v.name = name
     return v

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import AccelError, GraphError
-from accel.ir import Graph, Node, QuantParams, TensorType, Value
+from accel.ir import Graph, Node, QuantParams, TensorType, Value, readers_by_value
 from accel.ops.registry import OpContext, get_op, infer_node_types
 
 
@@ -99,7 +99,7 @@ class Rewriter:
         self.nodes: list[Node] = []
         self._subst: dict[Value, Value] = {}
         self._outputs = list(graph.outputs)
-        self._output_ids = set(graph.outputs)
+        self._output_set = set(graph.outputs)
         # Use lists of the graph as it was when the sweep started, built on the first query
         # (many passes never ask): the sweep replaces input lists, it never edits one.
         self._start = [(node, node.inputs) for node in graph.nodes]
@@ -108,15 +108,7 @@ class Rewriter:
     @property
     def _users(self) -> dict[Value, list[Node]]:
         if self._users_map is None:
-            users: dict[Value, list[Node]] = {}
-            for node, inputs in self._start:
-                for v in inputs:
-                    found = users.get(v)
-                    if found is None:
-                        users[v] = [node]
-                    elif found[-1] is not node:  # (a node reading a value twice is listed once)
-                        found.append(node)
-            self._users_map = users
+            self._users_map = readers_by_value(self._start)
         return self._users_map
 
     # -- queries about the original graph --------------------------------------------------
@@ -125,12 +117,12 @@ class Rewriter:
         return self._users.get(value, [])
 
     def is_output(self, value: Value) -> bool:
-        return value in self._output_ids
+        return value in self._output_set
 
     def sole_user(self, value: Value, node: Node) -> bool:
         """``node`` is the only reader of ``value``, which is no graph output."""
         users = self._users.get(value, ())
-        return len(users) == 1 and users[0] is node and value not in self._output_ids
+        return len(users) == 1 and users[0] is node and value not in self._output_set
 
     # -- building -----------------------------------------------------------------------
     def value(self, v: Value) -> Value:
