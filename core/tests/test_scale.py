@@ -350,22 +350,45 @@ def test_graphs_of_other_shapes_cost_work_linear_in_their_size(shape: str) -> No
 
 def test_the_scale_benchmark_times_and_counts_each_case(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``bench_scale.py`` runs (on tiny chains): every case timed stage by stage, its work counted,
-    and the 100k / 10k-style ratios written, the count's ratio near the sizes' (it is not timed)."""
+    each larger size's ratios to the smallest written (the count's near the sizes' ratio: it is not
+    timed), and the goal left unjudged without its two sizes."""
     import json
     import subprocess
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scale.py"
     out = tmp_path / "scale.json"
-    cmd = [sys.executable, str(script), "--sizes", "200,800", "--repeat", "1", "--json", str(out)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+    cmd = [sys.executable, str(script), "--sizes", "800,200,1600", "--repeat", "1", "--json", str(out)]
+    run = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
     doc = json.loads(out.read_text())
     cases = {(c["size"], c["target"]): c for c in doc["cases"]}
-    assert set(cases) == {(n, t) for n in (200, 800) for t in ("(none)", "testbackend")}
+    assert set(cases) == {(n, t) for n in (200, 800, 1600) for t in ("(none)", "testbackend")}
     for (n, target), case in cases.items():
         assert case["nodes"] == n and case["calls"] > 10 * n
         assert set(case["times"]) >= {"import", "simplify", "partition", "report", "partition_graph"}
         assert case["partitions"] == (0 if target == "(none)" else n // 4 + 1)
     for target in ("(none)", "testbackend"):
-        cpu, wall, calls = doc["ratios"][target]
-        assert cpu > 0 and wall > 0 and 1.5 < calls < 4.4  # four times the nodes: linear work, fixed costs beside
+        assert set(doc["ratios"][target]) == {"800/200", "1600/200"}  # the sizes sorted: 200 the smallest
+        for pair, lo, hi in (("800/200", 1.5, 4.4), ("1600/200", 3.0, 8.8)):  # linear work, fixed costs beside
+            cpu, wall, calls = doc["ratios"][target][pair]
+            assert cpu > 0 and wall > 0 and lo < calls < hi, (pair, calls)
+    assert "1.6k / 200, backends (none)" not in run.stdout and "1600 / 200, backends (none)" in run.stdout
+    assert "goal" not in run.stdout  # no 100k case: nothing to judge
+
+
+def test_the_scale_goal_is_judged_on_100k_against_10k_only() -> None:
+    """The goal line reads the 100k and 10k cases, whatever other sizes were measured."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scale.py"
+    spec = importlib.util.spec_from_file_location("bench_scale", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    verdict = bench.goal_verdict
+    assert verdict({10_000: 0.2, 30_000: 0.7}) is None
+    assert verdict({10_000: 0.2, 100_000: 2.1, 200_000: 5.0}) == "met (2.10 s, 10.5x)"
+    assert verdict({10_000: 0.2, 100_000: 2.3}) == "not met (2.30 s, 11.5x)"
+    assert verdict({10_000: 1.0, 100_000: 10.5}) == "not met (10.50 s, 10.5x)"
+    assert verdict({30_000: 0.7, 100_000: 2.3}) == "met for the time (2.30 s); no 10k case for the ratio"
