@@ -235,20 +235,22 @@ def main() -> None:
     console.print(table)
     # each larger size against the smallest; the goal is read on 100k against 10k
     small = sizes[0]
+    case = {(r["size"], r["target"]): r for r in rows}
     ratios: dict[str, dict[str, list[float]]] = {}
-    for target in ("(none)", "testbackend"):
-        a = next(r for r in rows if r["size"] == small and r["target"] == target)
+    names = [",".join(t) or "(none)" for t in targets]
+    for target in names:
+        a = case[(small, target)]
         ratios[target] = {}
         for large in sizes[1:]:
-            b = next(r for r in rows if r["size"] == large and r["target"] == target)
+            b = case[(large, target)]
             found = [b["total"][0] / a["total"][0], b["total"][1] / a["total"][1], b["calls"] / a["calls"]]
             ratios[target][f"{large}/{small}"] = found
             console.print(
                 f"{_k(large)} / {_k(small)}, backends {target}: CPU {found[0]:.1f}x, wall {found[1]:.1f}x, "
                 f"Python calls {found[2]:.2f}x (linear would be {large / small:.1f}x)"
             )
-    for target in ("(none)", "testbackend"):
-        verdict = goal_verdict({r["size"]: r["total"][0] for r in rows if r["target"] == target})
+    for target in names:
+        verdict = goal_verdict({n: case[(n, target)]["total"][0] for n in sizes})
         if verdict is not None:
             console.print(f"goal (100k nodes < 10 s CPU, 100k / 10k <= 11), backends {target}: {verdict}")
     if args.json:
