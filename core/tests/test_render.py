@@ -16,6 +16,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from collections import Counter
 from html.parser import HTMLParser
+from importlib import resources
 from itertools import pairwise
 
 import pytest
@@ -426,6 +427,20 @@ def test_html_script_refers_only_to_elements_of_the_page():
     svg = _svg(page)
     for cls in ("node", "partition", "summary", "plabel"):
         assert any(cls in _cls(el) for el in svg.iter()), cls
+
+
+def test_html_inlines_the_stylesheet_and_script_shipped_in_the_package():
+    assets = resources.files("accel").joinpath("report_assets")
+    css = assets.joinpath("report.css").read_text(encoding="utf-8")
+    script = assets.joinpath("report.js").read_text(encoding="utf-8")
+    assert ".drawing svg" in css and "svg .partition.collapsed" in css
+    assert '"use strict"' in script and "</script" not in script and "</style" not in css
+    page = report_to_html(sample(), "demo")
+    assert f"<style>\n{css}</style>" in page
+    assert f"<script>\n{script}</script>" in page
+    # an empty graph has nothing to zoom or search: the stylesheet without the script
+    empty = report_to_html(Report([], [], []), "empty")
+    assert css in empty and "<script" not in empty
 
 
 def test_html_escapes_every_string_from_the_model():

@@ -9,7 +9,8 @@
   small script; nothing is fetched): the graph laid out top to bottom in
   columns, coloured by backend, composites as one box, shapes on the edges,
   with zoom/pan, search and collapsible partitions, and the partition and host
-  tables under it.
+  tables under it. The CSS and the script are files of the package
+  (``accel/report_assets/report.css`` and ``report.js``), inlined as they are.
 
 Every string that comes from the model (node, value, partition names, reasons)
 is escaped: rich markup is never parsed from it and HTML is always escaped.
@@ -24,6 +25,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from itertools import pairwise
 from typing import Any
 
@@ -619,205 +622,16 @@ def _layout(report: Report, overview: bool = False) -> _Drawing:
 
 # --------------------------------------------------------------------------- HTML
 
-_CSS = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222;
-       margin: 24px 32px; background: #fafafa; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
-.headline { color: #555; margin: 0 0 12px; }
-.legend span { display: inline-block; margin-right: 18px; }
-.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 3px; vertical-align: -1px;
-          margin-right: 6px; border: 1px solid rgba(0,0,0,.25); }
-.toolbar { margin-top: 10px; display: flex; gap: 6px; align-items: center; flex-wrap: wrap; }
-.toolbar input { width: 22em; padding: 3px 6px; }
-.toolbar button { padding: 2px 9px; }
-#search-count { color: #555; min-width: 7em; }
-.drawing { height: 78vh; border: 1px solid #ddd; border-radius: 6px; background: #fff; margin-top: 6px;
-           overflow: hidden; position: relative; }
-.drawing:focus { outline: 2px solid #4e79a7; }
-.drawing svg { display: block; width: 100%; height: 100%; cursor: grab; user-select: none; }
-.drawing svg.panning { cursor: grabbing; }
-.hint { color: #777; font-size: 12px; margin: 4px 0 0; }
-.note { color: #666; font-style: italic; }
-table { border-collapse: collapse; background: #fff; }
-th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.reasons { white-space: pre-line; color: #444; }
-svg text { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }
-svg .node text, svg .obox text { font-size: 11px; pointer-events: none; }
-svg .node text.ops, svg .obox text.ops { font-size: 9.5px; }
-svg .obox { cursor: pointer; }
-svg .io text { font-size: 10px; fill: #444; }
-svg .plabel { font-size: 10px; font-weight: 600; paint-order: stroke; stroke: #fff; stroke-width: 3px;
-              cursor: pointer; }
-svg .edge path, svg .oedge path { fill: none; stroke: #8a8a8a; stroke-width: 1.1; }
-svg .edge path.stub, svg .oedge path.stub { stroke: #6a6a6a; cursor: pointer; }
-svg .edge text.shape, svg .oedge text.shape { font-size: 9.5px; fill: #666; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
-svg .summary { display: none; cursor: pointer; }
-svg .summary text { font-size: 11px; } svg .summary text.name { font-weight: 600; }
-svg .partition.collapsed .summary { display: inline; }
-svg .partition.collapsed .member, svg .partition.collapsed .plabel { display: none; }
-svg.searching .node:not(.match) { opacity: .3; }
-svg .node.match rect { stroke: #d62728; stroke-width: 2.5; }
-svg .node.current rect { stroke: #000; stroke-width: 3.5; }
-svg .partition.match .outline rect { stroke-width: 4; }
-svg .partition.collapsed.has-match .summary rect.frame { stroke: #d62728; stroke-width: 3; }
-"""
+# The page's stylesheet and its script (zoom and pan by wheel, drag and keys, search, collapsing
+# partitions; no network, no globals) are files of the package, inlined into every page.
+_ASSETS = "report_assets"
 
-# Zoom and pan (wheel, drag, keys), search, and collapsing partitions; no network, no globals.
-_SCRIPT = """
-(function () {
-  "use strict";
-  var box = document.getElementById("drawing"), svg = document.getElementById("graph");
-  if (!box || !svg) return;
-  var detail = document.getElementById("detail-view"), overview = document.getElementById("overview-view");
-  var active = detail, W = +detail.getAttribute("data-width"), H = +detail.getAttribute("data-height");
-  var view = {x: 0, y: 0, w: W, h: H};
-  function size() { var r = svg.getBoundingClientRect(); return {w: r.width || 1, h: r.height || 1}; }
-  function show() {
-    svg.setAttribute("viewBox", view.x + " " + view.y + " " + view.w + " " + view.h);
-  }
-  var last = size();
-  function fit() {
-    var s = last = size(), k = Math.max(W / s.w, H / s.h);
-    view.w = s.w * k; view.h = s.h * k;
-    view.x = (W - view.w) / 2; view.y = (H - view.h) / 2; show();
-  }
-  function zoom(factor, px, py) {
-    var s = size(), w = view.w / factor;
-    if (w < 40 || w > 40 * Math.max(W, H, s.w)) return;
-    if (px === undefined) { px = s.w / 2; py = s.h / 2; }
-    var ux = view.x + px / s.w * view.w, uy = view.y + py / s.h * view.h;
-    view.w = w; view.h = w * s.h / s.w;
-    view.x = ux - px / s.w * view.w; view.y = uy - py / s.h * view.h; show();
-  }
-  function pan(dx, dy) { var s = size(); view.x -= dx * view.w / s.w; view.y -= dy * view.h / s.h; show(); }
-  function centre(el) {
-    var b = el.getBBox(), s = size();
-    if (view.w > s.w) { view.w = s.w; view.h = s.h; }
-    view.x = b.x + b.width / 2 - view.w / 2; view.y = b.y + b.height / 2 - view.h / 2; show();
-  }
-  svg.addEventListener("wheel", function (e) {
-    e.preventDefault();
-    var r = svg.getBoundingClientRect();
-    zoom(Math.exp(-e.deltaY * (e.deltaMode ? 0.05 : 0.0015)), e.clientX - r.left, e.clientY - r.top);
-  }, {passive: false});
-  var drag = null;
-  svg.addEventListener("pointerdown", function (e) {
-    if (e.button !== 0) return;
-    drag = {x: e.clientX, y: e.clientY, moved: false}; box.focus({preventScroll: true});
-  });
-  window.addEventListener("pointermove", function (e) {
-    if (!drag) return;
-    var dx = e.clientX - drag.x, dy = e.clientY - drag.y;
-    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 3) return;
-    drag.moved = true; svg.classList.add("panning");
-    pan(dx, dy); drag.x = e.clientX; drag.y = e.clientY;
-  });
-  window.addEventListener("pointerup", function () {
-    if (drag && drag.moved) svg.addEventListener("click", function (e) { e.stopPropagation(); }, {capture: true, once: true});
-    drag = null; svg.classList.remove("panning");
-  });
-  var keys = {"+": [1.25], "=": [1.25], "-": [0.8], "_": [0.8]};
-  box.addEventListener("keydown", function (e) {
-    var step = 60;
-    if (keys[e.key]) zoom(keys[e.key][0]);
-    else if (e.key === "0") fit();
-    else if (e.key === "ArrowLeft") pan(step, 0);
-    else if (e.key === "ArrowRight") pan(-step, 0);
-    else if (e.key === "ArrowUp") pan(0, step);
-    else if (e.key === "ArrowDown") pan(0, -step);
-    else return;
-    e.preventDefault();
-  });
 
-  function showView(v) {  // the drawing or the overview, fitted
-    if (!v || v === active) return;
-    active.setAttribute("display", "none"); v.removeAttribute("display"); active = v;
-    W = +v.getAttribute("data-width"); H = +v.getAttribute("data-height"); fit();
-  }
-  var parts = Array.prototype.slice.call(detail.querySelectorAll("g.partition"));
-  function collapse(p, on) { p.classList.toggle("collapsed", on); }
-  parts.forEach(function (p) {
-    p.querySelectorAll(".plabel, .summary").forEach(function (el) {
-      el.addEventListener("click", function () { collapse(p, !p.classList.contains("collapsed")); });
-    });
-  });
-  document.getElementById("collapse-all").addEventListener("click", function () {
-    if (overview) showView(overview); else parts.forEach(function (p) { collapse(p, true); });
-  });
-  document.getElementById("expand-all").addEventListener("click", function () {
-    parts.forEach(function (p) { collapse(p, false); }); showView(detail);
-  });
-  if (overview) overview.querySelectorAll("g.obox").forEach(function (el) {
-    el.addEventListener("click", function () {
-      var to = document.getElementById(el.getAttribute("data-target"));
-      showView(detail);
-      if (!to) return;
-      if (to.classList.contains("partition")) collapse(to, false);
-      centre(to);
-    });
-  });
-  document.getElementById("fit").addEventListener("click", fit);
-  document.getElementById("zoom-in").addEventListener("click", function () { zoom(1.25); });
-  document.getElementById("zoom-out").addEventListener("click", function () { zoom(0.8); });
+@cache
+def _asset(name: str) -> str:
+    """The text of ``report_assets/<name>``, read once."""
+    return resources.files("accel").joinpath(_ASSETS).joinpath(name).read_text(encoding="utf-8")
 
-  var input = document.getElementById("search"), count = document.getElementById("search-count");
-  var items = Array.prototype.slice.call(detail.querySelectorAll("g.node")).map(function (el) {
-    return {el: el, text: (el.getAttribute("data-nodes") + " " + el.getAttribute("data-ops") + " " +
-                           (el.getAttribute("data-composite") || "")).toLowerCase()};
-  }).concat(parts.map(function (p) {
-    return {el: p, text: (p.getAttribute("data-partition") || "").toLowerCase()};
-  }));
-  var hits = [], at = -1;
-  function pick(k) {
-    if (!hits.length) return;
-    if (at >= 0) hits[at].classList.remove("current");
-    at = (k + hits.length) % hits.length;
-    var el = hits[at], p = el.closest ? el.closest("g.partition") : null;
-    if (p && el !== p) collapse(p, false);
-    el.classList.add("current"); centre(el);
-    count.textContent = (at + 1) + " of " + hits.length;
-  }
-  function search() {
-    showView(detail);
-    var q = input.value.trim().toLowerCase();
-    hits.forEach(function (el) { el.classList.remove("match", "current"); });
-    hits = []; at = -1;
-    svg.classList.toggle("searching", q.length > 0);
-    if (!q) { count.textContent = ""; return; }
-    items.forEach(function (it) { if (it.text.indexOf(q) >= 0) { it.el.classList.add("match"); hits.push(it.el); } });
-    parts.forEach(function (p) { p.classList.toggle("has-match", !!p.querySelector(".node.match")); });
-    count.textContent = hits.length ? hits.length + " found" : "no match";
-  }
-  input.addEventListener("input", search);
-  input.addEventListener("keydown", function (e) {
-    if (e.key === "Enter") { e.preventDefault(); pick(e.shiftKey ? at - 1 : at + 1); }
-    else if (e.key === "Escape") { input.value = ""; search(); box.focus(); }
-  });
-  document.getElementById("next").addEventListener("click", function () { pick(at + 1); });
-  document.getElementById("prev").addEventListener("click", function () { pick(at - 1); });
-  document.addEventListener("keydown", function (e) {
-    if (e.key === "/" && document.activeElement !== input) { e.preventDefault(); input.focus(); }
-  });
-  svg.querySelectorAll("path.stub").forEach(function (stub) {
-    stub.addEventListener("click", function () {
-      var to = document.getElementById(stub.getAttribute("data-go"));
-      if (!to || to.closest("g.view") !== active) return;
-      var p = to.closest("g.partition");
-      if (p) collapse(p, false);
-      if (at >= 0 && hits[at]) hits[at].classList.remove("current");
-      svg.querySelectorAll(".current").forEach(function (el) { el.classList.remove("current"); });
-      to.classList.add("current"); centre(to);
-    });
-  });
-  window.addEventListener("resize", function () {  // keep the zoom and the centre
-    var s = size(), k = view.w / last.w, cx = view.x + view.w / 2, cy = view.y + view.h / 2;
-    view.w = s.w * k; view.h = s.h * k; view.x = cx - view.w / 2; view.y = cy - view.h / 2;
-    last = s; show();
-  });
-  fit();
-})();
-"""
 
 #: Ids of the page's controls (the script finds them by these).
 CONTROL_IDS = ("search", "search-count", "prev", "next", "fit", "zoom-in", "zoom-out", "collapse-all", "expand-all")
@@ -1278,11 +1092,11 @@ def report_to_html(report: Report, title: str) -> str:
             _table(("stage", "time"), ([_e(k), _e(_seconds(v))] for k, v in report.timings.items()), {1: "num"})
         )
     if script:
-        body.append(f"<script>{_SCRIPT}</script>")
+        body.append(f"<script>\n{_asset('report.js')}</script>")
 
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<title>{_e(title)}</title>\n<style>\n{_asset('report.css')}</style>\n</head>\n<body>\n"
         + "\n".join(body)
         + "\n</body>\n</html>\n"
     )
