@@ -17,7 +17,7 @@ from test_cli import accel_cli
 
 import accel
 from accel import plugins
-from accel.backend import Backend
+from accel.backend import ABI_VERSION, Backend
 from accel.builder import GraphBuilder
 from accel.errors import BackendNotFoundError
 from accel.executor import ReferenceExecutor
@@ -45,7 +45,7 @@ def test_discovery_states_of_installed_plugins():
     got = {s.name: s for s in plugins.statuses()}
     assert got["testbackend"].state == "ok"
     assert got["testbackend"].distribution == "accel-testbackend"
-    assert got["testbackend"].abi_version == 1
+    assert got["testbackend"].abi_version == ABI_VERSION
     assert got["wrongabi"].state == "ABI mismatch" and got["wrongabi"].abi_version == 999
     assert got["brokenimport"].state == "import error"
     assert got["hookraises"].state == "invalid" and "accel_register_backends raised" in got["hookraises"].error

@@ -29,7 +29,7 @@ class _Table(ctypes.Structure):
 
 
 def runtime_module(name: str, abi_version: int = ABI_VERSION) -> types.ModuleType:
-    """A module shaped like a compiled runtime: ``__accel_abi__`` capsule and ``Runtime(blob)``."""
+    """A module shaped like a compiled runtime: ``__accel_abi__`` capsule and ``Runtime(blob, threads)``."""
     module = types.ModuleType(f"fake_runtime_{name}")
     table = _Table(abi_version)
     module._table = table  # keeps the struct alive as long as the capsule
@@ -45,7 +45,8 @@ _UNARY = {"nn.relu": lambda x: np.maximum(x, 0), "abs": np.abs}
 class JsonRuntime:
     """Runs a blob of ``{"ops": [[op, [input ids], output id]], "inputs": [...], "outputs": [...]}``."""
 
-    def __init__(self, blob: bytes):
+    def __init__(self, blob: bytes, threads: int = 0):
+        self.threads = threads if threads > 0 else 1
         try:
             doc = json.loads(bytes(blob))
             self.ops = [(str(op), [int(i) for i in ins], int(out)) for op, ins, out in doc["ops"]]

@@ -11,7 +11,7 @@ import pytest
 from backend_fakes import FakeBackend, FakeDist, FakeEntryPoint
 
 from accel import plugins
-from accel.backend import Backend, BackendOptions
+from accel.backend import ABI_VERSION, Backend, BackendOptions
 from accel.errors import BackendNotFoundError, TargetError
 from accel.hookspecs import hookimpl
 from accel.target import CompositeTarget
@@ -76,7 +76,7 @@ def test_statuses_of_good_and_broken_plugins():
         _ep("empty", _plugin()),
     ]
     got = _by_name(plugins.discover(eps))
-    assert got["fake"].state == "ok" and got["fake"].abi_version == 1
+    assert got["fake"].state == "ok" and got["fake"].abi_version == ABI_VERSION
     assert (got["fake"].distribution, got["fake"].version, got["fake"].patterns, got["fake"].ops) == (
         "accel-fake",
         "1.2.3",
@@ -89,7 +89,7 @@ def test_statuses_of_good_and_broken_plugins():
         got["raises"].state == "invalid" and "accel_register_backends raised: RuntimeError: boom" in got["raises"].error
     )
     assert (
-        got["old"].state == "ABI mismatch" and "built for runtime ABI 0, this accel-core speaks 1" in got["old"].error
+        got["old"].state == "ABI mismatch" and f"built for runtime ABI 0, this accel-core speaks {ABI_VERSION}" in got["old"].error
     )
     assert got["gone"].state == "unavailable" and "/dev/npu0" in got["gone"].error
     assert got["badlayout"].state == "invalid" and "layout must be" in got["badlayout"].error

@@ -15,6 +15,7 @@ from backend_fakes import FakeBackend
 
 import accel
 from accel import runtime
+from accel.backend import ABI_VERSION
 from accel.artifact import artifact_from_bytes, read_artifact
 from accel.builder import GraphBuilder
 from accel.errors import AbiMismatchError, ArtifactError, BackendNotFoundError, GraphError, InputError, TargetError
@@ -126,7 +127,7 @@ def test_artifact_round_trip(tmp_path):
         np.testing.assert_array_equal(got[k], want[k])
     manifest = json.loads(zipfile.ZipFile(path).read("manifest.json"))
     assert manifest["backends"] == [
-        {"name": "fake", "distribution": "accel-fake", "version": "1.2.3", "abi_version": 1}
+        {"name": "fake", "distribution": "accel-fake", "version": "1.2.3", "abi_version": ABI_VERSION}
     ]
     assert set(manifest["members"]) >= {"graph.json", "report.json", "partitions/fake_0.bin"}
 
@@ -208,7 +209,7 @@ def test_runtime_with_another_abi_is_refused():
         name = "old"
         abi = 999
 
-    with pytest.raises(AbiMismatchError, match=r"runtime ABI 999, this accel-core speaks 1"):
+    with pytest.raises(AbiMismatchError, match=rf"runtime ABI 999, this accel-core speaks {ABI_VERSION}"):
         create_handle(Old(), b"{}", "old_0")
 
 

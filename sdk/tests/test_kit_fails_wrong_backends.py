@@ -124,8 +124,9 @@ def runtime_module(name: str, runtime: type) -> types.ModuleType:
 class Wrapped:
     """The real runtime; subclasses break one thing."""
 
-    def __init__(self, blob: bytes):
-        self.inner = real.Runtime(blob)
+    def __init__(self, blob: bytes, threads: int = 0):
+        self.inner = real.Runtime(blob, threads)
+        self.threads = self.inner.threads
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         self.inner.run(inputs, outputs)
@@ -208,8 +209,8 @@ _LAST: list[Any] = []
 class LastLoadedWins(Wrapped):
     """Keeps the loaded blob in module state: every handle runs the blob loaded last."""
 
-    def __init__(self, blob):
-        super().__init__(blob)
+    def __init__(self, blob, threads=0):
+        super().__init__(blob, threads)
         _LAST[:] = [self.inner]
 
     def run(self, inputs, outputs):
@@ -219,9 +220,9 @@ class LastLoadedWins(Wrapped):
 class VagueTruncation(Wrapped):
     """Refuses a short blob, without saying how short."""
 
-    def __init__(self, blob):
+    def __init__(self, blob, threads=0):
         try:
-            super().__init__(blob)
+            super().__init__(blob, threads)
         except ValueError:
             raise ValueError("invalid blob") from None
 
@@ -235,14 +236,14 @@ class ReadsOnePastTheEnd(Wrapped):
     is all the kit used to ask for).
     """
 
-    def __init__(self, blob):
+    def __init__(self, blob, threads=0):
         try:
-            super().__init__(blob)
+            super().__init__(blob, threads)
         except ValueError as exc:
             stated = shortfall(str(exc))
             if stated is None or stated[0] != stated[1] + 1:
                 raise
-            super().__init__(blob + b"\x00")
+            super().__init__(blob + b"\x00", threads)
             raise ValueError(f"blob offset {len(blob) + 1}: {(1 << 64) - 1} unexpected trailing bytes") from None
 
 
@@ -265,7 +266,8 @@ def serialize_graph(graph: Graph) -> bytes:
 class RunsTheReference:
     """Runs accel's own reference executor on the graph in the blob: right results, no compiled code."""
 
-    def __init__(self, blob: bytes):
+    def __init__(self, blob: bytes, threads: int = 0):
+        self.threads = 1
         try:
             with zipfile.ZipFile(io.BytesIO(blob)) as zf:
                 doc = json.loads(zf.read("graph.json"))

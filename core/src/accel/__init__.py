@@ -62,11 +62,15 @@ def compile(model, backends=None, **kwargs):
     return _compile(model, backends, **kwargs)
 
 
-def load(path):
-    """Load an ``.accel`` artifact as an :class:`accel.runtime.Executable`."""
+def load(path, threads=None):
+    """Load an ``.accel`` artifact as an :class:`accel.runtime.Executable`.
+
+    Its partitions compute with ``threads`` threads; without it, ``ACCEL_NUM_THREADS`` or every
+    available core. The artifact does not fix the count: choose it where the model runs.
+    """
     from accel.artifact import load as _load
 
-    return _load(path)
+    return _load(path, threads)
 
 
 def execute(graph, inputs: dict) -> dict:

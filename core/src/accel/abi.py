@@ -17,7 +17,13 @@ from typing import Any
 from accel.tensor_types import dtype_name
 
 #: ``ACCEL_ABI_VERSION``: bumped on any change to the structures or entry points of the header.
-ABI_VERSION = 1
+ABI_VERSION = 2
+
+#: Runtime ABI versions whose artifacts this core loads. The ABI covers the entry points of a
+#: runtime, not the blobs (each backend versions and validates its own format), so an artifact
+#: compiled when the ABI was 1 runs on today's runtimes; version 2 added the options of
+#: ``create`` (the thread count, chosen at load time) and ``num_threads``.
+ARTIFACT_ABI_VERSIONS = frozenset({1, 2})
 
 #: ``ACCEL_RUNTIME_CAPSULE``: the name of the capsule a runtime module publishes as ``__accel_abi__``.
 RUNTIME_CAPSULE = "accel.runtime_api"
@@ -67,6 +73,7 @@ def dtype_code(dtype: Any) -> int:
 
 __all__ = [
     "ABI_VERSION",
+    "ARTIFACT_ABI_VERSIONS",
     "DTYPE_CODES",
     "DTYPE_NAMES",
     "MAX_RANK",

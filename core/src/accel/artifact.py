@@ -29,13 +29,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from accel.abi import ARTIFACT_ABI_VERSIONS
 from accel.backend import ABI_VERSION, Backend
 from accel.errors import AccelError, ArtifactError
 from accel.files import open_regular, physical_memory, read_regular, write_output
 from accel.ir import CALL_OP, Graph, collector_paused
 from accel.limits import load_json
 from accel.report import Report
-from accel.runtime import Executable, create_handle
+from accel.runtime import Executable, create_handle, resolve_threads
 from accel.serialize import graph_from_json, graph_to_json, load_npy
 from accel.target import CompositeTarget
 
@@ -113,11 +114,17 @@ class Artifact:
         """(partition name, backend) of every partition, in graph order."""
         return [(n.name, n.attrs["compiler"]) for n in self.graph.nodes if n.op == CALL_OP and "compiler" in n.attrs]
 
-    def executable(self) -> Executable:
-        """Load every blob in its backend's runtime and plan the buffers."""
+    def executable(self, threads: int | None = None) -> Executable:
+        """Load every blob in its backend's runtime and plan the buffers.
+
+        The partitions compute with ``threads`` threads; without it, ``ACCEL_NUM_THREADS`` or every available
+        core (:func:`accel.runtime.resolve_threads`)."""
+        count = resolve_threads(threads)
         by_name = {b.name: b for b in self.backends}
-        handles = {name: create_handle(by_name[backend], self.blobs[name], name) for name, backend in self.partitions}
-        return Executable(self.graph, handles)
+        handles = {
+            name: create_handle(by_name[backend], self.blobs[name], name, count) for name, backend in self.partitions
+        }
+        return Executable(self.graph, handles, count)
 
     def to_bytes(self) -> bytes:
         with collector_paused():  # (many small objects: the graph and report documents)
@@ -208,10 +215,11 @@ def _artifact_from_bytes(data: bytes, where: str, backends: Mapping[str, type[Ba
                 f"{where}: member {name!r} does not match its sha256 in the manifest (corrupted or edited)"
             )
     for rec in manifest.backends:
-        if rec.abi_version != ABI_VERSION:
+        if rec.abi_version not in ARTIFACT_ABI_VERSIONS:
             raise ArtifactError(
                 f"{where}: built for runtime ABI {rec.abi_version} (backend {rec.name} {rec.version}); "
-                f"this accel-core speaks ABI {ABI_VERSION}: recompile the model"
+                f"this accel-core speaks ABI {ABI_VERSION} and reads artifacts of ABI "
+                f"{', '.join(map(str, sorted(ARTIFACT_ABI_VERSIONS)))}: recompile the model"
             )
     # Backends: every one the artifact uses must be installed and usable.
     from accel.plugins import get_backend, statuses
@@ -322,9 +330,12 @@ def _read_members(data: bytes, where: str) -> dict[str, bytes]:
     return members
 
 
-def load(path: str | os.PathLike[str]) -> Executable:
-    """Read an artifact and make it runnable: ``accel.load(path).run({name: array})``."""
-    return read_artifact(path).executable()
+def load(path: str | os.PathLike[str], threads: int | None = None) -> Executable:
+    """Read an artifact and make it runnable: ``accel.load(path).run({name: array})``.
+
+    Its partitions compute with ``threads`` threads; without it, ``ACCEL_NUM_THREADS`` or every available core.
+    """
+    return read_artifact(path).executable(threads)
 
 
 def is_artifact(path: str | os.PathLike[str] | bytes) -> bool:

@@ -32,7 +32,7 @@ import accel
 from accel.errors import AccelError, InputError
 from accel.files import check_output, open_regular, physical_memory, write_output
 from accel.ir import freeze_after_pauses
-from accel.limits import fmt_bytes
+from accel.limits import MAX_THREADS, fmt_bytes
 from accel.serialize import read_npy_header
 
 app = typer.Typer(
@@ -363,24 +363,25 @@ def artifact_summary(report: Any) -> str:
 
 
 def _load_runner(
-    path: Path, shapes: dict[str, tuple[int, ...]], given: dict[str, NpyInput] | None
+    path: Path, shapes: dict[str, tuple[int, ...]], given: dict[str, NpyInput] | None, threads: int | None = None
 ) -> tuple[Any, str, dict[str, np.ndarray] | None]:
     """An executor for ``path`` (a compiled artifact, or an ONNX model on the reference executor),
     its headline, and the inputs it runs on (None: random ones for its graph)."""
-    from accel.artifact import is_artifact, read_artifact
+    from accel.artifact import read_artifact
 
-    if path.suffix == ".accel" or is_artifact(path):
+    if _looks_like_artifact(path):
         if shapes:
             raise InputError(
                 "--input-shape applies to a model; an artifact's input shapes were fixed when it was compiled"
             )
         with err.status(Text(f"loading {path.name} ..."), spinner="dots"):
             artifact = read_artifact(path)
-            executable = artifact.executable()
+            executable = artifact.executable(threads)
+        headline = f"{path.name}: {artifact_summary(artifact.report)}"
         if given is None:
-            return executable, f"{path.name}: {artifact_summary(artifact.report)}", None
+            return executable, headline, None
         executable.check_inputs({name: spec.stand_in() for name, spec in given.items()})
-        return executable, f"{path.name}: {artifact_summary(artifact.report)}", _read_inputs(given)
+        return executable, headline, _read_inputs(given)
     from accel.executor import ReferenceExecutor
 
     if given is None:
@@ -424,14 +425,27 @@ def run(
     ] = 1,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random inputs (0 or more).")] = 0,
     input_shape: InputShapeOption = None,
+    threads: Annotated[
+        Optional[int],
+        typer.Option(
+            "--threads",
+            "-t",
+            min=1,
+            max=MAX_THREADS,
+            help="Threads the artifact's partitions compute with. Default: ACCEL_NUM_THREADS, else every core.",
+        ),
+    ] = None,
 ) -> None:
     """Run a compiled artifact or a model and print its outputs and timing.
 
     An ONNX model given --input arrays is imported for them: symbolic dimensions
     take the arrays' shapes, and inputs that fix a shape (a Reshape's shape, a
-    Resize's sizes ...) are specialized on their values.
+    Resize's sizes ...) are specialized on their values. An artifact's partitions
+    run on as many threads as --threads says (the artifact does not fix it).
     """
     shapes = _parse_input_shapes(input_shape)
+    if threads is not None and (model is None or not _looks_like_artifact(model)):
+        raise InputError("--threads applies to a compiled .accel artifact (a model runs on the reference executor)")
     if model is None:
         if input or output or shapes:
             raise InputError(
@@ -441,7 +455,7 @@ def run(
         return
     given = _parse_inputs(input or []) if input else None
     _check_outputs([(output, "--output")], [model, *(Path(g.path) for g in (given or {}).values())])
-    runner, headline, inputs = _load_runner(model, shapes, given)
+    runner, headline, inputs = _load_runner(model, shapes, given, threads)
     _check_memory(runner)
     if given is None and output is None and _is_digits_artifact(model, runner.graph):
         _score_digits_artifact(runner, headline, repeat)
@@ -461,10 +475,18 @@ def run(
         a = arr.astype(np.float64) if arr.size else np.zeros(1)
         table.add_row(name, arr.dtype.name, str(list(arr.shape)), f"{a.min():.6g}", f"{a.max():.6g}", f"{a.mean():.6g}")
     out.print(table)
-    out.print(f"inputs: {'given' if input else f'random (seed {seed})'}; time: {_timing(times)}")
+    threads_used = getattr(runner, "threads", None) if getattr(runner, "handles", None) else None
+    on = f"; threads: {threads_used}" if threads_used else ""
+    out.print(f"inputs: {'given' if input else f'random (seed {seed})'}{on}; time: {_timing(times)}")
     if output is not None:
         _save_npz(output, results)
         out.print(f"wrote {output}")
+
+
+def _looks_like_artifact(path: Path) -> bool:
+    from accel.artifact import is_artifact
+
+    return path.suffix == ".accel" or is_artifact(path)
 
 
 def _is_digits_artifact(path: Path, graph: Any) -> bool:

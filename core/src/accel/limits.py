@@ -19,6 +19,9 @@ from accel.errors import AccelError
 #: Largest constant import-time folding may create (bytes). A larger result is
 #: left to run time as an op (``ConstantOfShape`` becomes a broadcast), and an
 #: op that can only be folded (``Range``, ``NonZero``...) is refused.
+#: The most threads a partition computes with (``accel_sdk::kMaxThreads``): ``accel run --threads``,
+#: ``accel.load(path, threads=N)`` and ``ACCEL_NUM_THREADS`` are checked against it.
+MAX_THREADS = 1024
 MAX_FOLD_BYTES = 64 << 20
 #: Deepest nesting of subgraphs (If/Loop bodies, ``call`` bodies) accepted.
 MAX_SUBGRAPH_DEPTH = 64

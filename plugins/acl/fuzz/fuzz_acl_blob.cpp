@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::unique_ptr<AclRuntime> rt;
   try {
     accel_sdk::BlobReader reader(data, size);
-    rt = AclRuntime::create(reader);
+    rt = AclRuntime::create(reader, accel_sdk::RuntimeOptions{1});
   } catch (const std::exception&) {
     return 0;
   }

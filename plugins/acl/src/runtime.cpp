@@ -1,12 +1,11 @@
 // The acl runtime: one partition (accel-sdk's graph blob, kind "acl") run through oneDNN.
 //
-// create() parses and validates the whole blob (accel_sdk::GraphBlob::parse checks the
-// tables and the dataflow; each kernel here checks its attributes against the shapes of
-// its tensors), then builds one oneDNN primitive per kernel with its weights reordered
-// once into the layout the primitive chose, and plans one arena for the intermediates
-// (offsets reused once a tensor is dead). run() is const: each call takes an arena from
-// a pool (or makes one), wraps the caller's buffers and runs the kernels in order on its
-// own stream, so one loaded blob runs from several threads at once.
+// accel_sdk::GraphRuntime does what every graph-blob backend does: it parses and validates
+// the blob, plans one arena for the intermediates by liveness, lends each concurrent run
+// an arena of its own, binds the caller's buffers and applies the thread count chosen at
+// load time. What is acl's is here: one kernel per node, which checks its attributes
+// against the shapes of its tensors and builds its oneDNN primitive once, with its weights
+// reordered into the layout the primitive chose.
 //
 // Float32 kernels are oneDNN's: convolution and inner product through accel_sdk's FloatConv /
 // FloatDense (ReLU / bounded ReLU fused, NaN kept as the reference keeps it), pooling (max
@@ -18,22 +17,20 @@
 #include <accel_sdk/float_ops.hpp>
 #include <accel_sdk/geometry.hpp>
 #include <accel_sdk/graph_blob.hpp>
+#include <accel_sdk/graph_runtime.hpp>
 #include <accel_sdk/int_ops.hpp>
 #include <accel_sdk/onednn.hpp>
+#include <accel_sdk/pool.hpp>
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/runtime.hpp>
 #include <accel_sdk/tensor.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -54,83 +51,10 @@ using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
 constexpr std::uint32_t kKindVersion = 1;
-constexpr std::size_t kAlign = 64;
 
-std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-// An owned, 64-byte aligned buffer.
-struct Buffer {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::uint8_t, Free> p;
-  std::size_t size = 0;
-  Buffer() = default;
-  explicit Buffer(std::size_t n) : size(n) {
-    if (n == 0) return;
-    void* q = std::aligned_alloc(kAlign, align_up(n));
-    if (q == nullptr) throw std::bad_alloc();
-    p.reset(static_cast<std::uint8_t*>(q));
-  }
-  std::uint8_t* data() const { return p.get(); }
-};
-
-// What a kernel sees while it runs: every tensor's address, its scratch, the stream.
-struct Exec {
-  dnnl::stream& stream;
-  std::vector<void*>& ptr;  // by tensor id
-  std::uint8_t* scratch;    // this kernel's scratch (scratch_bytes of it)
-};
-
-class Kernel {
- public:
-  virtual ~Kernel() = default;
-  virtual void run(Exec& e) const = 0;
-  std::vector<std::uint32_t> ins, outs;
-  std::size_t scratch_bytes = 0;
-};
-
-// -- helpers: reading and checking a node -----------------------------------------------
-
-struct Ctx {
-  const GraphBlob& g;
-  const GraphNode& n;
-
-  const GraphTensor& in(std::size_t i) const { return g.tensor(n.inputs.at(i)); }
-  const GraphTensor& out(std::size_t i) const { return g.tensor(n.outputs.at(i)); }
-  [[noreturn]] void fail(const std::string& what) const { n.fail(what); }
-  void arity(std::size_t lo, std::size_t hi, std::size_t outs) const {
-    if (n.inputs.size() < lo || n.inputs.size() > hi || n.outputs.size() != outs) {
-      fail("takes " + std::to_string(lo) + (hi != lo ? ".." + std::to_string(hi) : "") + " inputs and " +
-           std::to_string(outs) + " outputs, got " + std::to_string(n.inputs.size()) + " and " +
-           std::to_string(n.outputs.size()));
-    }
-  }
-  void dtype(const GraphTensor& t, std::int32_t want, const char* what) const {
-    if (t.spec.dtype != want) fail(std::string(what) + " must be " + accel_sdk::dtype_name(want) + ", got " + t.spec.describe());
-  }
-  void rank(const GraphTensor& t, int r, const char* what) const {
-    if (t.spec.shape.rank() != r) fail(std::string(what) + " must have rank " + std::to_string(r) + ", got " + t.spec.describe());
-  }
-  void activation(const GraphTensor& t, const char* what) const {
-    if (t.constant()) fail(std::string(what) + " must not be a constant");
-  }
-  void constant(const GraphTensor& t, const char* what) const {
-    if (!t.constant()) fail(std::string(what) + " must be a constant");
-  }
-  std::vector<std::int64_t> ints(const char* key, std::size_t count, std::int64_t lo, std::int64_t hi) const {
-    const auto& v = n.attrs.ints(key, count);
-    for (std::int64_t x : v) {
-      if (x < lo || x > hi) n.attrs.fail(key, "has " + std::to_string(x) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    }
-    return v;
-  }
-  std::int64_t integer(const char* key, std::int64_t lo, std::int64_t hi) const {
-    const std::int64_t v = n.attrs.integer(key);
-    if (v < lo || v > hi) n.attrs.fail(key, "is " + std::to_string(v) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return v;
-  }
-};
+using Kernel = accel_sdk::Kernel<onednn::Call>;
+using Exec = Kernel::Exec;
+using Ctx = accel_sdk::NodeContext;
 
 dnnl::memory::dims dims_of(const Shape& s) { return dnnl::memory::dims(s.dims(), s.dims() + s.rank()); }
 
@@ -159,7 +83,7 @@ struct Prim {
   }
   void exec(Exec& e, std::unordered_map<int, dnnl::memory> args) const {
     if (scratch) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md, onednn::engine(), e.scratch));
-    prim.execute(e.stream, args);
+    prim.execute(e.call.stream(), args);
   }
 };
 
@@ -183,7 +107,7 @@ template <class Op>
 class Layer : public Kernel {
  public:
   void run(Exec& e) const override {
-    op_->execute(e.stream, static_cast<const float*>(e.ptr[ins[0]]), static_cast<float*>(e.ptr[outs[0]]));
+    op_->execute(e.call.stream(), e.in<float>(0), e.out<float>(0));
   }
 
  protected:
@@ -197,7 +121,6 @@ class Layer : public Kernel {
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
   }
-  static int threads(const Ctx& c) { return static_cast<int>(c.n.attrs.integer("threads")); }
   // The node's data, constant weights and output (inputs 0, 1, output 0): float32 of rank r.
   struct Operands {
     const GraphTensor &x, &w, &y;
@@ -285,7 +208,7 @@ class ConvF32 final : public Layer<onednn::FloatConv> {
     if (act == 2) spec.post_ops = {onednn::PostOp::clip(0.f, act_max)};
     // NHWC in and out: the tensors of the partition, no reorders
     const auto src_md = nhwc_desc(x.spec.shape, dt::f32), dst_md = nhwc_desc(y.spec.shape, dt::f32);
-    set(c, [&] { return onednn::FloatConv(spec, threads(c), &src_md, &dst_md); });
+    set(c, [&] { return onednn::FloatConv(spec, c.threads, &src_md, &dst_md); });
   }
 };
 
@@ -304,7 +227,7 @@ class DenseF32 final : public Layer<onednn::FloatDense> {
     spec.n = N;
     spec.weights = reinterpret_cast<const float*>(w.data);
     spec.bias = bias(c, N);
-    set(c, [&] { return onednn::FloatDense(spec, threads(c)); });
+    set(c, [&] { return onednn::FloatDense(spec, c.threads); });
   }
 };
 
@@ -343,6 +266,7 @@ PoolParams pool_params(const Ctx& c, const Shape& x, const Shape& y) {
   return p;
 }
 
+// Float32 and 8-bit max, float32 average and L2 pools: accel_sdk's onednn::Pool on NHWC tensors.
 class PoolOneDnn final : public Kernel {
  public:
   explicit PoolOneDnn(const Ctx& c) {
@@ -352,65 +276,38 @@ class PoolOneDnn final : public Kernel {
     c.activation(x, "data");
     if (x.spec.dtype != y.spec.dtype) c.fail("input and output dtypes differ");
     const PoolParams p = pool_params(c, x.spec.shape, y.spec.shape);
-    dnnl::algorithm alg;
+    onednn::PoolSpec spec;
     if (p.kind == "max") {
-      alg = dnnl::algorithm::pooling_max;
+      spec.kind = onednn::PoolSpec::Kind::max;
       if (x.spec.dtype != ACCEL_FLOAT32 && x.spec.dtype != ACCEL_UINT8 && x.spec.dtype != ACCEL_INT8) c.fail("max pool dtype must be float32, uint8 or int8");
     } else if (p.kind == "avg" || p.kind == "l2") {
       c.dtype(x, ACCEL_FLOAT32, "data");
       if (p.include_pad && (p.dpb != p.pb || p.dpr != p.pr)) c.fail("count_include_pad with ceil mode is not supported");
-      alg = p.include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
+      spec.kind = p.kind == "l2" ? onednn::PoolSpec::Kind::l2
+                  : p.include_pad ? onednn::PoolSpec::Kind::avg_include_pad
+                                  : onednn::PoolSpec::Kind::avg;
     } else {
       c.fail("pool kind '" + p.kind + "' is not max, avg or l2");
     }
+    spec.strides = {p.sh, p.sw};
+    spec.kernel = {p.kh, p.kw};
+    spec.pad_begin = {p.pt, p.pl};
+    spec.pad_end = {p.pb, p.pr};
     const dt type = onednn::data_type(x.spec.dtype);
-    const auto src_md = nhwc_desc(x.spec.shape, type), dst_md = nhwc_desc(y.spec.shape, type);
-    auto attr = user_scratchpad();
-    l2_ = p.kind == "l2";
-    if (l2_) {
-      dnnl::post_ops po;
-      po.append_eltwise(dnnl::algorithm::eltwise_sqrt, 0.f, 0.f);
-      attr.set_post_ops(po);
+    try {
+      pool_ = onednn::Pool(spec, nhwc_desc(x.spec.shape, type), nhwc_desc(y.spec.shape, type));
+    } catch (const onednn::Error& e) {
+      c.fail(e.what());
     }
-    const auto& eng = onednn::engine();
-    onednn::guard("pool " + c.n.name, [&] {
-      dnnl::pooling_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, alg, src_md, dst_md, {p.sh, p.sw},
-                                               {p.kh, p.kw}, {0, 0}, {p.pt, p.pl}, {p.pb, p.pr}, attr);
-      prim_.set<dnnl::pooling_forward>(pd);
-      if (alg == dnnl::algorithm::pooling_max && x.spec.dtype == ACCEL_FLOAT32) nan_ = onednn::MaxPoolNan(pd);
-      if (l2_) {
-        dnnl::eltwise_forward::primitive_desc sq(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_square,
-                                                 src_md, src_md, 0.f, 0.f, user_scratchpad());
-        square_.set<dnnl::eltwise_forward>(sq);
-      }
-    });
-    src_md_ = src_md;
-    dst_md_ = dst_md;
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
-    squared_bytes_ = l2_ ? align_up(x.nbytes) : 0;
-    scratch_bytes = squared_bytes_ + std::max(prim_.scratch, square_.scratch);
+    scratch_bytes = pool_.scratch_bytes();
   }
 
-  void run(Exec& e) const override {
-    const auto& eng = onednn::engine();
-    void* src = e.ptr[ins[0]];
-    Exec inner{e.stream, e.ptr, e.scratch + squared_bytes_};
-    if (l2_) {
-      dnnl::memory in(src_md_, eng, src), sq(src_md_, eng, e.scratch);
-      square_.exec(inner, {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, sq}});
-      src = e.scratch;
-    }
-    prim_.exec(inner, {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, src)}, {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, e.ptr[outs[0]])}});
-    nan_.apply(e.stream, static_cast<const float*>(src), static_cast<float*>(e.ptr[outs[0]]));  // float32 max only
-  }
+  void run(Exec& e) const override { pool_.execute(e.call.stream(), e.in(0), e.out(0), e.scratch); }
 
  private:
-  onednn::MaxPoolNan nan_;
-  Prim prim_, square_;
-  dnnl::memory::desc src_md_, dst_md_;
-  bool l2_ = false;
-  std::size_t squared_bytes_ = 0;
+  onednn::Pool pool_;
 };
 
 // Integer average pool: int64 window sums divided rounding half away from zero, as the
@@ -850,7 +747,7 @@ class QnnConv final : public Kernel {
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
     op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype,
-                                                      static_cast<int>(c.n.attrs.integer("threads")));
+                                                      c.threads);
   }
 
   void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }
@@ -861,7 +758,7 @@ class QnnConv final : public Kernel {
 
 // -- the runtime --------------------------------------------------------------------------
 
-std::unique_ptr<Kernel> make_kernel(const Ctx& c) {
+std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
   const std::string& k = c.n.kernel;
   if (k == "conv2d") return std::make_unique<ConvF32>(c);
   if (k == "dense") return std::make_unique<DenseF32>(c);
@@ -882,171 +779,13 @@ std::unique_ptr<Kernel> make_kernel(const Ctx& c) {
   c.fail("unknown kernel");
 }
 
-class AclRuntime {
+// The acl runtime: accel_sdk's graph runtime with acl's kernels. Blobs written before the
+// thread count was chosen at load time carry a `threads` attribute on every node; it is
+// ignored (the count is the one accel passes when it loads the blob).
+class AclRuntime final : public accel_sdk::GraphRuntime<AclRuntime, onednn::Call> {
  public:
-  static std::unique_ptr<AclRuntime> create(accel_sdk::BlobReader& blob) {
-    auto rt = std::unique_ptr<AclRuntime>(new AclRuntime());
-    rt->load(blob);
-    return rt;
-  }
-
-  void run(const std::vector<TensorView>& inputs, std::vector<TensorView>& outputs) const {
-    accel_sdk::check_tensors("input", inputs, in_specs_);
-    accel_sdk::check_tensors("output", outputs, out_specs_);
-    onednn::ThreadScope threads(threads_);
-    std::unique_ptr<Buffer> arena = take_arena();
-    std::vector<void*> ptr(base_ptr_);
-    for (std::size_t i = 0; i < inputs.size(); ++i) ptr[in_ids_[i]] = inputs[i].data();
-    for (std::size_t i = 0; i < outputs.size(); ++i) ptr[out_ids_[i]] = outputs[i].data();
-    for (const auto& [id, off] : arena_at_) ptr[id] = arena->data() + off;
-    onednn::Stream stream;
-    for (std::size_t k = 0; k < kernels_.size(); ++k) {
-      Exec e{stream.get(), ptr, arena->data() + scratch_at_[k]};
-      const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      onednn::guard("run " + names_[k], [&] { kernels_[k]->run(e); });
-      if (profile_) {
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "acl profile %8.1f us  %s\n", us, names_[k].c_str());
-      }
-    }
-    stream.wait();
-    give_arena(std::move(arena));
-  }
-
-  const std::vector<TensorSpec>& input_specs() const { return in_specs_; }
-  const std::vector<TensorSpec>& output_specs() const { return out_specs_; }
-
- private:
-  void load(accel_sdk::BlobReader& blob) {
-    const GraphBlob g = GraphBlob::parse(blob, {"acl", kKindVersion, kKindVersion});
-    const auto& nodes = g.nodes();
-    if (nodes.empty()) throw BlobError("an acl blob has at least one node");
-    threads_ = static_cast<int>(nodes[0].attrs.integer("threads"));
-    profile_ = std::getenv("ACCEL_ACL_PROFILE") != nullptr;  // per-kernel times on stderr
-    for (const auto& n : nodes) {
-      if (n.attrs.integer("threads") != threads_ || threads_ < 0 || threads_ > 1024) n.fail("threads must be one value in [0, 1024]");
-    }
-    onednn::ThreadScope threads(threads_);
-    in_ids_ = g.inputs();
-    out_ids_ = g.outputs();
-    in_specs_ = g.input_specs();
-    out_specs_ = g.output_specs();
-    const std::size_t nt = g.tensors().size();
-    base_ptr_.assign(nt, nullptr);
-    for (const auto& n : nodes) {
-      Ctx c{g, n};
-      kernels_.push_back(make_kernel(c));
-      names_.push_back(n.name + " (" + n.kernel + ")");
-    }
-    plan(g);
-  }
-
-  // Arena offsets: each intermediate lives from the kernel writing it to its last reader;
-  // a freed range is reused (first fit). Each kernel's scratch lives while it runs.
-  void plan(const GraphBlob& g) {
-    const std::size_t nt = g.tensors().size();
-    std::vector<bool> external(nt, false);
-    for (auto id : in_ids_) external[id] = true;
-    for (auto id : out_ids_) external[id] = true;
-    constexpr std::size_t kNever = static_cast<std::size_t>(-1);
-    std::vector<std::size_t> last(nt, kNever);
-    for (std::size_t k = 0; k < kernels_.size(); ++k) {
-      for (auto id : kernels_[k]->ins) last[id] = k;
-    }
-    // constants read at run time (not packed into a primitive): owned copies
-    for (const auto& kern : kernels_) {
-      for (auto id : kern->ins) {
-        const GraphTensor& t = g.tensor(id);
-        if (t.constant() && base_ptr_[id] == nullptr) {
-          consts_.emplace_back(t.nbytes);
-          if (t.nbytes) std::memcpy(consts_.back().data(), t.data, t.nbytes);
-          base_ptr_[id] = consts_.back().data();
-        }
-      }
-    }
-    std::vector<std::pair<std::size_t, std::size_t>> free_list;  // offset, size
-    std::size_t end = 0;
-    auto alloc = [&](std::size_t n) {
-      n = align_up(std::max<std::size_t>(n, 1));
-      for (auto it = free_list.begin(); it != free_list.end(); ++it) {
-        if (it->second >= n) {
-          const std::size_t at = it->first;
-          it->first += n;
-          it->second -= n;
-          if (it->second == 0) free_list.erase(it);
-          return at;
-        }
-      }
-      const std::size_t at = end;
-      end += n;
-      return at;
-    };
-    auto release = [&](std::size_t at, std::size_t n) {
-      free_list.emplace_back(at, align_up(std::max<std::size_t>(n, 1)));
-      std::sort(free_list.begin(), free_list.end());
-      std::vector<std::pair<std::size_t, std::size_t>> merged;
-      for (const auto& f : free_list) {
-        if (!merged.empty() && merged.back().first + merged.back().second == f.first) merged.back().second += f.second;
-        else merged.push_back(f);
-      }
-      free_list.swap(merged);
-    };
-    std::unordered_map<std::uint32_t, std::size_t> at, live;
-    scratch_at_.resize(kernels_.size());
-    for (std::size_t k = 0; k < kernels_.size(); ++k) {
-      for (auto id : kernels_[k]->outs) {
-        if (!external[id]) at[id] = live[id] = alloc(g.tensor(id).nbytes);
-      }
-      scratch_at_[k] = alloc(kernels_[k]->scratch_bytes);
-      release(scratch_at_[k], kernels_[k]->scratch_bytes);
-      std::vector<std::uint32_t> dead;
-      for (auto id : kernels_[k]->ins) {
-        if (last[id] == k) dead.push_back(id);
-      }
-      for (auto id : kernels_[k]->outs) {
-        if (last[id] == kNever) dead.push_back(id);  // written, never read here
-      }
-      for (auto id : dead) {
-        auto it = live.find(id);
-        if (it != live.end()) {
-          release(it->second, g.tensor(id).nbytes);
-          live.erase(it);
-        }
-      }
-    }
-    arena_bytes_ = end;
-    arena_at_.assign(at.begin(), at.end());
-  }
-
-  std::unique_ptr<Buffer> take_arena() const {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!arenas_.empty()) {
-        auto a = std::move(arenas_.back());
-        arenas_.pop_back();
-        return a;
-      }
-    }
-    return std::make_unique<Buffer>(std::max<std::size_t>(arena_bytes_, kAlign));
-  }
-  void give_arena(std::unique_ptr<Buffer> a) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (arenas_.size() < 8) arenas_.push_back(std::move(a));
-  }
-
-  int threads_ = 0;
-  bool profile_ = false;
-  std::vector<std::uint32_t> in_ids_, out_ids_;
-  std::vector<TensorSpec> in_specs_, out_specs_;
-  std::vector<std::unique_ptr<Kernel>> kernels_;
-  std::vector<std::string> names_;
-  std::vector<Buffer> consts_;
-  std::vector<void*> base_ptr_;
-  std::vector<std::pair<std::uint32_t, std::size_t>> arena_at_;
-  std::vector<std::size_t> scratch_at_;
-  std::size_t arena_bytes_ = 0;
-  mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<Buffer>> arenas_;
+  static accel_sdk::GraphBlobSpec blob_spec() { return {"acl", kKindVersion, kKindVersion}; }
+  std::unique_ptr<Kernel> make_kernel(const Ctx& c) const { return acl_kernel(c); }
 };
 
 }  // namespace

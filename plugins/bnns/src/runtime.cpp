@@ -173,12 +173,13 @@ struct Arena {
 
 class BnnsRuntime {
  public:
-  static std::unique_ptr<BnnsRuntime> create(BlobReader& blob) {
+  static std::unique_ptr<BnnsRuntime> create(BlobReader& blob, const accel_sdk::RuntimeOptions& options) {
     auto rt = std::unique_ptr<BnnsRuntime>(new BnnsRuntime());
     blob.expect_magic("BNNS");
     blob.expect_version(kVersion, kVersion);
-    rt->threads_ = static_cast<int>(blob.read_in_range<std::uint32_t>(0, kMaxThreads, "num_threads"));
-    if (rt->threads_ == 0) rt->threads_ = default_threads();
+    // blobs written before the count was chosen at load time carry one here: read, checked, ignored
+    blob.read_in_range<std::uint32_t>(0, kMaxThreads, "num_threads");
+    rt->threads_ = options.threads;
     const std::uint64_t size = blob.read<std::uint64_t>("graph_size");
     blob.align(kHeaderSize, "header padding");
     if (size > blob.remaining()) blob.fail("graph blob: needs " + std::to_string(size) + " bytes, " + std::to_string(blob.remaining()) + " left");
@@ -190,6 +191,8 @@ class BnnsRuntime {
     rt->build(g);
     return rt;
   }
+
+  int threads() const { return threads_; }
 
   void run(const std::vector<TensorView>& inputs, std::vector<TensorView>& outputs) const {
     accel_sdk::check_tensors("input", inputs, in_specs_);
@@ -229,15 +232,6 @@ class BnnsRuntime {
  private:
   BnnsRuntime() = default;
 
-  static int default_threads() {
-    const char* env = std::getenv("ACCEL_NUM_THREADS");
-    if (env != nullptr) {
-      char* end = nullptr;
-      const long n = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && n > 0 && n <= static_cast<long>(kMaxThreads)) return static_cast<int>(n);
-    }
-    return onednn::resolve_threads(0);
-  }
 
   // -- planning ---------------------------------------------------------------------------
   void build(const GraphBlob& g) {

@@ -565,8 +565,9 @@ std::unique_ptr<Command> make_fc(std::uint32_t x, std::uint32_t y, const Tensor&
 
 class EthosnRuntime {
  public:
-  static std::unique_ptr<EthosnRuntime> create(BlobReader& blob) {
+  static std::unique_ptr<EthosnRuntime> create(BlobReader& blob, const accel_sdk::RuntimeOptions& options) {
     auto rt = std::make_unique<EthosnRuntime>();
+    rt->threads_ = options.threads;
     rt->parse(blob);
     const char* prof = std::getenv("ETHOSN_PROFILE");
     if (prof != nullptr && *prof != '\0' && *prof != '0') {
@@ -575,6 +576,8 @@ class EthosnRuntime {
     }
     return rt;
   }
+
+  int threads() const { return threads_; }
 
   void run(const std::vector<TensorView>& inputs, std::vector<TensorView>& outputs) const {
     accel_sdk::check_tensors("input", inputs, in_specs_);
@@ -699,7 +702,7 @@ class EthosnRuntime {
     const std::uint32_t n = blob.read_count(17, "command count", kMaxCommands);
     std::vector<bool> defined(tensors_.size(), false), written(tensors_.size(), false);
     for (std::size_t t = 0; t < tensors_.size(); ++t) defined[t] = tensors_[t].kind == INPUT;
-    const int threads = threads_from_env();
+    const int threads = threads_;
     for (std::uint32_t i = 0; i < n; ++i) {
       const std::size_t at = blob.offset();
       const auto op = blob.read_in_range<std::uint8_t>(CONV, CONCAT, "opcode");
@@ -738,12 +741,6 @@ class EthosnRuntime {
     }
   }
 
-  static int threads_from_env() {
-    const char* s = std::getenv("ACCEL_NUM_THREADS");
-    if (s == nullptr || *s == '\0') return 0;
-    const long v = std::strtol(s, nullptr, 10);
-    return v > 0 && v < 4096 ? static_cast<int>(v) : 0;
-  }
 
   std::unique_ptr<Command> make(std::uint8_t op, const std::vector<std::uint32_t>& ins, const std::vector<std::uint32_t>& outs,
                                 const std::vector<std::uint32_t>& consts, const std::vector<std::int32_t>& p, int threads) const {
@@ -801,6 +798,7 @@ class EthosnRuntime {
   std::unique_ptr<std::atomic<std::uint64_t>[]> profile_;
   std::vector<TensorSpec> in_specs_, out_specs_;
   std::uint64_t arena_ = 0;
+  int threads_ = 1;
 };
 
 }  // namespace

@@ -66,8 +66,9 @@ struct Op {
 
 class TestRuntime {
  public:
-  static std::unique_ptr<TestRuntime> create(BlobReader& blob) {
+  static std::unique_ptr<TestRuntime> create(BlobReader& blob, const accel_sdk::RuntimeOptions& options) {
     auto rt = std::make_unique<TestRuntime>();
+    rt->threads_ = options.threads;
     blob.expect_magic("ATBK");
     blob.expect_version(kVersion, kVersion);
     rt->read_tensors(blob);
@@ -95,6 +96,8 @@ class TestRuntime {
     for (std::size_t i = 0; i < outputs_.size(); ++i) ptr[outputs_[i]] = outputs[i].data();
     for (const Op& op : ops_) execute(op, ptr);
   }
+
+  int threads() const { return threads_; }
 
  private:
   const TensorSpec& spec(std::uint32_t id) const { return tensors_[id].spec; }
@@ -397,7 +400,7 @@ class TestRuntime {
     }
   }
 
-  static void conv2d(const Op& op, const Shape& xs, const Shape& ys, const float* x, const float* bias, float* y) {
+  void conv2d(const Op& op, const Shape& xs, const Shape& ys, const float* x, const float* bias, float* y) const {
     const Window& g = op.win;
     const std::int64_t H = xs[1], W = xs[2], C = xs[3], OH = ys[1], OW = ys[2], O = ys[3];
     const float* wp = op.packed.data();
@@ -428,7 +431,7 @@ class TestRuntime {
     };
     const std::size_t rows = static_cast<std::size_t>(ys[0] * OH);
     const double macs = static_cast<double>(ys.elements()) * static_cast<double>(g.kh * g.kw * C);
-    if (macs < 1 << 18) {
+    if (macs < 1 << 18 || threads_ == 1) {
       for (std::size_t i = 0; i < rows; ++i) row(i);
     } else {
       accel_sdk::parallel_for(rows, row);
@@ -455,6 +458,7 @@ class TestRuntime {
   std::vector<Op> ops_;
   std::vector<TensorSpec> in_specs_, out_specs_;
   std::size_t arena_size_ = 0;
+  int threads_ = 1;
 };
 
 }  // namespace

@@ -8,12 +8,19 @@
  *
  *   create   parses and validates a blob (every offset, count, id and size
  *            checked before use) and returns an opaque handle. A bad blob is
- *            an error status with a message, never a crash.
+ *            an error status with a message, never a crash. The options say
+ *            how the handle runs (its thread count); NULL means the defaults.
  *   run      reads the inputs and writes the outputs into caller-owned,
  *            C-contiguous buffers whose shapes and dtypes the blob fixed.
  *            One handle may be run from several threads at once: run must
  *            not mutate the handle.
  *   destroy  frees the handle (NULL is accepted).
+ *   num_threads  the threads a handle computes with (what create chose from
+ *            its options), so a caller can report and check it.
+ *
+ * Threads are chosen when a blob is loaded, never fixed by the blob: accel
+ * resolves the count once (accel.load(path, threads=N), `accel run
+ * --threads N`, else ACCEL_NUM_THREADS, else every core) and passes it here.
  *
  * Errors: a non-zero accel_status and a NUL-terminated message written into
  * `err` (at most `err_len` bytes, always terminated when err_len > 0).
@@ -33,7 +40,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to the structures or entry points below. */
-#define ACCEL_ABI_VERSION 1
+#define ACCEL_ABI_VERSION 2
 
 #define ACCEL_RUNTIME_CAPSULE "accel.runtime_api"
 
@@ -72,13 +79,23 @@ typedef struct accel_tensor {
 
 typedef struct accel_runtime accel_runtime; /* opaque, backend-defined */
 
+/* How a loaded handle runs. `size` is sizeof(accel_runtime_options) as the
+ * caller knows it, so fields can be appended without a new ABI version: a
+ * runtime reads only the fields that fit in `size`. */
+typedef struct accel_runtime_options {
+  uint32_t size;
+  int32_t num_threads; /* threads to compute with; <= 0: every core of the machine */
+} accel_runtime_options;
+
 typedef struct accel_runtime_api {
   uint32_t abi_version; /* ACCEL_ABI_VERSION the runtime was built against */
   const char *backend;  /* backend name, e.g. "ethosn" */
-  accel_status (*create)(const uint8_t *blob, size_t size, accel_runtime **out, char *err, size_t err_len);
+  accel_status (*create)(const uint8_t *blob, size_t size, const accel_runtime_options *options, accel_runtime **out,
+                         char *err, size_t err_len);
   accel_status (*run)(const accel_runtime *rt, const accel_tensor *inputs, size_t n_inputs, const accel_tensor *outputs,
                       size_t n_outputs, char *err, size_t err_len);
   void (*destroy)(accel_runtime *rt);
+  int32_t (*num_threads)(const accel_runtime *rt);
 } accel_runtime_api;
 
 #ifdef __cplusplus

@@ -6,9 +6,11 @@
 //   onednn::engine()           the process's CPU engine (created once, thread-safe);
 //   onednn::Stream             a stream for one call (CPU streams are cheap; one per call
 //                              keeps concurrent runs apart);
-//   onednn::resolve_threads(n) n > 0, or every core (omp_get_num_procs) for n <= 0;
+//   onednn::resolve_threads(n) n > 0, or every available core for n <= 0 (accel_sdk/threads.hpp);
 //   onednn::ThreadScope        sets GNU OpenMP's thread count for the calling thread and
 //                              restores it when it goes out of scope;
+//   onednn::Call               what one run of a handle needs on its thread: a ThreadScope
+//                              and a Stream (accel_sdk/graph_runtime.hpp makes one per run);
 //   onednn::parallel(n, fn)    fn(i) for i in [0, n) on n threads: an OpenMP team (oneDNN's
 //                              own threads) when compiled with OpenMP, as accel_link_onednn
 //                              does with GCC, else accel_sdk::parallel_for;
@@ -45,6 +47,7 @@
 #include <accel/runtime_abi.h>
 #include <accel_sdk/geometry.hpp>
 #include <accel_sdk/thread_pool.hpp>
+#include <accel_sdk/threads.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -147,12 +150,7 @@ inline void* thread_scratchpad(std::size_t bytes) {
   return buf.data() + ((64 - p % 64) % 64);
 }
 
-// Every core for n <= 0 (what "threads: default" means in target options), else n.
-inline int resolve_threads(int n) {
-  if (n > 0) return n;
-  const int procs = omp_get_num_procs();
-  return procs > 0 ? procs : 1;
-}
+using accel_sdk::resolve_threads;
 
 // The calling thread's OpenMP thread count set to resolve_threads(n) for the scope.
 class ThreadScope {
@@ -169,6 +167,20 @@ class ThreadScope {
 
  private:
   int saved_;
+};
+
+// What one run of a handle (or its create) needs on the calling thread: OpenMP's thread count
+// set to the handle's, and a stream; accel_sdk::GraphRuntime makes one per run and calls
+// finish() after the last kernel.
+class Call {
+ public:
+  explicit Call(int threads) : threads_(threads) {}
+  dnnl::stream& stream() { return stream_.get(); }
+  void finish() { stream_.wait(); }
+
+ private:
+  ThreadScope threads_;
+  Stream stream_;
 };
 
 // fn(i) for every i in [0, n), each on its own thread, the caller's included. With OpenMP

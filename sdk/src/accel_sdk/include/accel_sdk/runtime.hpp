@@ -1,28 +1,36 @@
 // accel_sdk/runtime.hpp: the ABI glue between a C++ runtime class and accel.
 //
-// A backend writes one class R:
+// A backend writes one class R (accel_sdk/graph_runtime.hpp's GraphRuntime<R> writes
+// create, run and threads for a graph-blob backend):
 //
 //   class MyRuntime {
 //    public:
-//     static std::unique_ptr<MyRuntime> create(accel_sdk::BlobReader& blob);  // parse + validate everything
+//     // parse + validate everything; compute with options.threads threads (resolved, >= 1)
+//     static std::unique_ptr<MyRuntime> create(accel_sdk::BlobReader& blob, const accel_sdk::RuntimeOptions& options);
 //     void run(const std::vector<accel_sdk::TensorView>& inputs,
 //              std::vector<accel_sdk::TensorView>& outputs) const;             // thread-safe: no mutation
+//     int threads() const;                                                     // what create chose
 //   };
 //   ACCEL_SDK_RUNTIME_MODULE(_runtime, "mybackend", MyRuntime)
 //
 // and gets:
 // - the C table accel_runtime_api (accel/runtime_abi.h) whose create / run /
-//   destroy catch every exception and return a status and message, so no
-//   exception crosses the C boundary: BlobError and any other exception in
+//   destroy / num_threads catch every exception and return a status and message,
+//   so no exception crosses the C boundary: BlobError and any other exception in
 //   create -> ACCEL_ERR_INVALID_BLOB; ArgumentError in run ->
 //   ACCEL_ERR_INVALID_ARGUMENT; anything else -> ACCEL_ERR_RUNTIME;
 // - a Python module (pybind11) with `ABI_VERSION`, `__accel_abi__` (a capsule
 //   named ACCEL_RUNTIME_CAPSULE holding the table) and a class
-//   `Runtime(blob)` whose constructor and `run(inputs, outputs)` go through
-//   that table. The constructor raises ValueError with the runtime's message;
-//   run raises RuntimeError for anything wrong (a non-array, a non-contiguous
-//   or read-only buffer, a wrong shape or dtype, a failure in the runtime).
-//   run releases the GIL while the runtime works.
+//   `Runtime(blob, threads=0)` whose constructor, `run(inputs, outputs)` and
+//   `threads` go through that table. The constructor raises ValueError with the
+//   runtime's message; run raises RuntimeError for anything wrong (a non-array,
+//   a non-contiguous or read-only buffer, a wrong shape or dtype, a failure in
+//   the runtime). run releases the GIL while the runtime works.
+//
+// Threads: accel-core resolves the count once (accel.load(path, threads=N), `accel run
+// --threads N`, ACCEL_NUM_THREADS, else every core) and passes it to create; a runtime
+// never reads the environment for it. threads <= 0 reaching create means every core
+// (accel_sdk::resolve_threads).
 #ifndef ACCEL_SDK_RUNTIME_HPP
 #define ACCEL_SDK_RUNTIME_HPP
 
@@ -32,9 +40,11 @@
 
 #include <accel_sdk/blob_reader.hpp>
 #include <accel_sdk/tensor.hpp>
+#include <accel_sdk/threads.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -43,6 +53,21 @@
 #include <vector>
 
 namespace accel_sdk {
+
+// How a handle runs, as create receives it: threads already resolved (>= 1).
+struct RuntimeOptions {
+  int threads = 1;
+
+  // The options a caller passed through the C table (NULL: the defaults), resolved.
+  static RuntimeOptions from_abi(const accel_runtime_options* o) {
+    RuntimeOptions r;
+    const bool has_threads =
+        o != nullptr && o->size >= offsetof(accel_runtime_options, num_threads) + sizeof(o->num_threads);
+    r.threads = resolve_threads(has_threads ? o->num_threads : 0);
+    return r;
+  }
+};
+
 namespace detail {
 
 inline void write_error(char* err, std::size_t err_len, const char* msg) noexcept {
@@ -55,8 +80,8 @@ inline void write_error(char* err, std::size_t err_len, const char* msg) noexcep
 // The C entry points of runtime class R.
 template <class R>
 struct Abi {
-  static accel_status create(const std::uint8_t* blob, std::size_t size, accel_runtime** out, char* err,
-                             std::size_t err_len) noexcept {
+  static accel_status create(const std::uint8_t* blob, std::size_t size, const accel_runtime_options* options,
+                             accel_runtime** out, char* err, std::size_t err_len) noexcept {
     if (out == nullptr) {
       write_error(err, err_len, "create: out is NULL");
       return ACCEL_ERR_RUNTIME;
@@ -64,7 +89,7 @@ struct Abi {
     *out = nullptr;
     try {
       BlobReader reader(blob, size);
-      std::unique_ptr<R> rt = R::create(reader);
+      std::unique_ptr<R> rt = R::create(reader, RuntimeOptions::from_abi(options));
       if (!rt) throw BlobError("the runtime refused the blob");
       *out = reinterpret_cast<accel_runtime*>(rt.release());
       return ACCEL_OK;
@@ -111,6 +136,10 @@ struct Abi {
   }
 
   static void destroy(accel_runtime* rt) noexcept { delete reinterpret_cast<R*>(rt); }
+
+  static std::int32_t num_threads(const accel_runtime* rt) noexcept {
+    return rt == nullptr ? 0 : static_cast<std::int32_t>(reinterpret_cast<const R*>(rt)->threads());
+  }
 };
 
 // The accel_dtype of a numpy dtype, or -1 (not a plain native-endian number).
@@ -181,7 +210,7 @@ class TensorArgs {
 // A loaded blob, as the Python class Runtime sees it: everything goes through the C table.
 class PyRuntime {
  public:
-  PyRuntime(const accel_runtime_api* api, pybind11::buffer blob) : api_(api) {
+  PyRuntime(const accel_runtime_api* api, pybind11::buffer blob, int threads) : api_(api) {
     Py_buffer view;
     if (PyObject_GetBuffer(blob.ptr(), &view, PyBUF_SIMPLE) != 0) {
       PyErr_Clear();
@@ -189,10 +218,11 @@ class PyRuntime {
     }
     char err[1024] = {0};
     accel_status status;
+    const accel_runtime_options options{static_cast<std::uint32_t>(sizeof(accel_runtime_options)), threads};
     {
       pybind11::gil_scoped_release release;
-      status = api_->create(static_cast<const std::uint8_t*>(view.buf), static_cast<std::size_t>(view.len), &handle_, err,
-                            sizeof err);
+      status = api_->create(static_cast<const std::uint8_t*>(view.buf), static_cast<std::size_t>(view.len), &options,
+                            &handle_, err, sizeof err);
     }
     PyBuffer_Release(&view);
     if (status != ACCEL_OK) {
@@ -218,6 +248,7 @@ class PyRuntime {
   }
 
   const char* backend() const { return api_->backend; }
+  int threads() const { return api_->num_threads(handle_); }
 
  private:
   const accel_runtime_api* api_;
@@ -230,7 +261,7 @@ class PyRuntime {
 template <class R>
 const accel_runtime_api* runtime_api(const char* backend) {
   static const accel_runtime_api api = {ACCEL_ABI_VERSION, backend, &detail::Abi<R>::create, &detail::Abi<R>::run,
-                                        &detail::Abi<R>::destroy};
+                                        &detail::Abi<R>::destroy, &detail::Abi<R>::num_threads};
   return &api;
 }
 
@@ -243,12 +274,15 @@ void bind_runtime(pybind11::module_& m, const char* backend) {
   m.attr("__accel_abi__") = py::capsule(static_cast<const void*>(api), ACCEL_RUNTIME_CAPSULE);
   py::class_<detail::PyRuntime>(m, "Runtime", py::module_local(),
                                 "A loaded blob of this backend; one instance may run from several threads at once.")
-      .def(py::init([api](py::buffer blob) { return std::make_unique<detail::PyRuntime>(api, blob); }), py::arg("blob"),
-           "Parse and validate blob (ValueError when it is malformed).")
+      .def(py::init([api](py::buffer blob, int threads) { return std::make_unique<detail::PyRuntime>(api, blob, threads); }),
+           py::arg("blob"), py::arg("threads") = 0,
+           "Parse and validate blob (ValueError when it is malformed); compute with `threads` threads "
+           "(0: every core).")
       .def("run", &detail::PyRuntime::run, py::arg("inputs"), py::arg("outputs"),
            "Read the input arrays and write the output arrays (C-contiguous, exact shapes and dtypes); "
            "RuntimeError on any failure.")
-      .def_property_readonly("backend", &detail::PyRuntime::backend);
+      .def_property_readonly("backend", &detail::PyRuntime::backend)
+      .def_property_readonly("threads", &detail::PyRuntime::threads, "The threads this handle computes with.");
 }
 
 }  // namespace accel_sdk
