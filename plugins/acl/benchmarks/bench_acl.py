@@ -51,10 +51,9 @@ def bench(name: str, model, threads: int, repeat: int, quantized: bool) -> dict:
     shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
     x = np.random.default_rng(1).random(shape, dtype=np.float32)
     feeds = {inp.name: x}
-    target = {"devices": [{"kind": "acl", "options": {"threads": threads}}]}
     t0 = time.perf_counter()
-    artifact = compile_model(graph, target=target)
-    executable = artifact.executable()
+    artifact = compile_model(graph, "acl")
+    executable = artifact.executable(threads)
     setup_ms = (time.perf_counter() - t0) * 1e3
     host = [n for n in artifact.host_graph.nodes if n.op != "call"] if hasattr(artifact, "host_graph") else []
     sess = ort_session(data, threads, quantized=quantized)

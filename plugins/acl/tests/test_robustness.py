@@ -17,10 +17,11 @@ from acl_helpers import compiled, inputs_for
 from accel.partition import partition_graph
 
 
-def test_one_handle_from_several_threads_with_threads_option():
+def test_one_handle_from_several_threads_with_two_threads_each():
     """Each call runs on its own arena and stream; 2 oneDNN threads per call, 4 callers at once."""
     graph = cases.qnn_network("uint8")
-    executable = compiled(graph, {"threads": 2}).executable()
+    executable = compiled(graph).executable(threads=2)
+    assert executable.threads == 2 and {h.threads for h in executable.handles.values()} == {2}
     feeds = [inputs_for(graph, seed) for seed in range(4)]
     want = [executable.run(f) for f in feeds]
     errors: list[str] = []
@@ -110,3 +111,47 @@ def test_mutated_blobs_never_crash(tmp_path: Path):
     )
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert "loaded" in proc.stdout
+
+
+def test_the_thread_count_given_at_load_is_the_count_used(monkeypatch):
+    """accel.load / executable(threads=N) makes every handle with N threads; without it ACCEL_NUM_THREADS."""
+    graph = cases.qnn_network("uint8")
+    artifact = compiled(graph)
+    for n in (1, 2, 3):
+        exe = artifact.executable(threads=n)
+        assert exe.threads == n and {h.threads for h in exe.handles.values()} == {n}
+    monkeypatch.setenv("ACCEL_NUM_THREADS", "3")
+    assert {h.threads for h in artifact.executable().handles.values()} == {3}
+    assert {h.threads for h in artifact.executable(threads=1).handles.values()} == {1}
+
+
+def test_a_blob_written_with_a_thread_count_on_every_node_still_loads():
+    """Blobs from before the count was chosen at load time carry `threads` on each node: ignored."""
+    from accel_acl import serializer
+    from accel_sdk.graph_blob import GraphBlobWriter, Kernel
+
+    from accel.ir import CALL_OP
+    from accel.pattern import composite_match
+
+    graph = cases.qnn_network("uint8")
+    (region,) = [r for r in partition_graph(graph, [AclBackend()]).regions]
+
+    def old_lower(node, labels):
+        k = serializer.lower(node, labels)
+        return Kernel(k.name, {**k.attrs, "threads": 7}, k.inputs)
+
+    body = region.body
+    writer = GraphBlobWriter(serializer.KIND, serializer.KIND_VERSION, lower=old_lower)
+    old = writer.write(body, matches={n: composite_match(n) for n in body.nodes if n.op == CALL_OP})
+    new = AclBackend().serialize(body)
+    assert old != new
+    feeds = [inputs_for(body, 0)[v.name] for v in body.inputs]
+    outs = []
+    for blob in (old, new):
+        rt = _runtime.Runtime(blob, threads=2)
+        assert rt.threads == 2
+        y = [np.empty(v.type.shape, v.type.dtype) for v in body.outputs]
+        rt.run(feeds, y)
+        outs.append(y)
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b)

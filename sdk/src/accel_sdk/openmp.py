@@ -1,10 +1,23 @@
-"""OpenMP settings a oneDNN-based runtime applies before its compiled module loads."""
+"""OpenMP settings a runtime applies before its compiled module loads, and the loading itself.
+
+Every plugin's ``Backend.runtime_module`` is ``return import_runtime(__package__)``
+(or the package's name): idle OpenMP threads are put to sleep the same way in every
+backend, then ``<package>._runtime`` is imported.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 
-__all__ = ["sleep_idle_threads"]
+__all__ = ["import_runtime", "sleep_idle_threads"]
+
+
+def import_runtime(package: str, module: str = "_runtime") -> ModuleType:
+    """``<package>.<module>``, the plugin's compiled runtime, imported after :func:`sleep_idle_threads`."""
+    sleep_idle_threads()
+    return importlib.import_module(f"{package}.{module}")
 
 
 def sleep_idle_threads() -> None:

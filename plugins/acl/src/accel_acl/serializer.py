@@ -9,7 +9,7 @@ the fused activation, and for quantized kernels the fixed-point multipliers
 ``(m, shift)`` encoded here by :func:`accel.quant.quantize_multiplier` (the one
 definition), zero points and the output clamp a fused ReLU becomes.
 
-Kernels (inputs; attributes), every node also carries ``threads`` (0: all cores):
+Kernels (inputs; attributes):
 
 =================  ===========================================================================
 ``conv2d``         x, weight OHWI, bias?; strides, dilation, padding (top, left, bottom,
@@ -239,14 +239,13 @@ def lower(node: Node, labels: Labels) -> Kernel:
     raise PartitionError(f"acl serializer: cannot encode node {node.name!r} ({op})")
 
 
-def serialize(graph: Graph, *, threads: int = 0) -> bytes:
-    """Encode one partition body (NHWC) as a graph blob; ``threads`` is stamped on every node."""
+def serialize(graph: Graph) -> bytes:
+    """Encode one partition body (NHWC) as a graph blob.
 
-    def lower_with_threads(node: Node, labels: Labels) -> Kernel:
-        k = lower(node, labels)
-        return Kernel(k.name, {**k.attrs, "threads": int(threads)}, k.inputs)
-
-    writer = GraphBlobWriter(KIND, KIND_VERSION, lower=lower_with_threads)
+    The blob fixes no thread count: the runtime computes with the one accel chose when it loaded the
+    artifact. (Blobs written when the count was a target option carry a ``threads`` attribute on every
+    node; the runtime ignores it.)"""
+    writer = GraphBlobWriter(KIND, KIND_VERSION, lower=lower)
     matches = {n: composite_match(n) for n in graph.nodes if n.op == CALL_OP}
     return writer.write(graph, matches=matches)
 

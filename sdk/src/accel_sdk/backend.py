@@ -1,0 +1,54 @@
+"""A plugin's Backend, less what every plugin writes the same way.
+
+Every plugin is laid out alike: ``support.py`` (the support table:
+``PATTERNS``, a list of ``(name, pattern builder, check)`` in priority order,
+and ``OP_CHECKS``, ``{op: check}``), ``serializer.py`` (``serialize(graph) ->
+bytes``), ``options.py`` (the pydantic target options) and ``src/runtime.cpp``
+(the compiled ``_runtime`` module). :class:`PluginBackend` turns the table into
+the core's :class:`accel.backend.Backend` contract and loads the runtime the
+same way for every plugin (idle OpenMP threads sleep, see
+:func:`accel_sdk.openmp.import_runtime`)::
+
+    from accel_sdk.backend import PluginBackend
+    from accel_mynpu import serializer, support
+    from accel_mynpu.options import MynpuOptions
+
+    class MynpuBackend(PluginBackend):
+        name = "mynpu"
+        distribution = "accel-mynpu"
+        version = __version__
+        layout = "NHWC"
+        Options = MynpuOptions
+        support = support
+
+        def serialize(self, graph):
+            return serializer.serialize(graph)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import ClassVar
+
+from accel.backend import Backend, Check, PatternEntry
+from accel_sdk.openmp import import_runtime
+
+__all__ = ["PluginBackend"]
+
+
+class PluginBackend(Backend):
+    """A :class:`~accel.backend.Backend` whose table is its ``support`` module and whose runtime is
+    ``<package>._runtime``."""
+
+    #: The plugin's support module (``PATTERNS``, ``OP_CHECKS``).
+    support: ClassVar[ModuleType]
+
+    def pattern_table(self) -> Sequence[PatternEntry]:
+        return [PatternEntry(name, build(), check) for name, build, check in self.support.PATTERNS]
+
+    def op_checks(self) -> Mapping[str, Check]:
+        return dict(self.support.OP_CHECKS)
+
+    def runtime_module(self) -> ModuleType:
+        return import_runtime(type(self).__module__.partition(".")[0])
