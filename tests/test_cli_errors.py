@@ -197,3 +197,27 @@ def test_model_larger_than_memory_is_refused_before_running(tmp_path: Path) -> N
     )
     line = error_line(proc)
     assert "more than this machine's memory" in line and "'c'" in line
+
+
+def test_run_takes_the_thread_count_at_load_time(artifacts: dict[str, Path]) -> None:
+    """`accel run --threads N` runs the partitions on N threads and says so; ACCEL_NUM_THREADS when not given.
+    (The digits artifact is scored; any other prints its outputs, with the threads on its last line.)"""
+    art = str(artifacts["float"])
+    for args, env, want in (
+        (["--threads", "1"], {}, 1),
+        (["-t", "2"], {"ACCEL_NUM_THREADS": "1"}, 2),
+        ([], {"ACCEL_NUM_THREADS": "2"}, 2),
+    ):
+        proc = accel_cli("run", art, *args, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert f"images; threads: {want}\n" in proc.stdout, proc.stdout
+
+
+def test_thread_count_errors_are_one_line(artifacts: dict[str, Path]) -> None:
+    assert "ACCEL_NUM_THREADS='many'" in error_line(
+        accel_cli("run", str(artifacts["float"]), env={"ACCEL_NUM_THREADS": "many"})
+    )
+    assert "--threads applies to a compiled .accel artifact" in error_line(
+        accel_cli("run", str(default_model_path(quantized=False)), "--threads", "2")
+    )
+    assert "--threads" in error_line(accel_cli("run", str(artifacts["float"]), "--threads", "0"))

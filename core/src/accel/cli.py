@@ -475,8 +475,7 @@ def run(
         a = arr.astype(np.float64) if arr.size else np.zeros(1)
         table.add_row(name, arr.dtype.name, str(list(arr.shape)), f"{a.min():.6g}", f"{a.max():.6g}", f"{a.mean():.6g}")
     out.print(table)
-    threads_used = getattr(runner, "threads", None) if getattr(runner, "handles", None) else None
-    on = f"; threads: {threads_used}" if threads_used else ""
+    on = f"; threads: {runner.threads}" if getattr(runner, "handles", None) else ""
     out.print(f"inputs: {'given' if input else f'random (seed {seed})'}{on}; time: {_timing(times)}")
     if output is not None:
         _save_npz(output, results)
@@ -530,7 +529,8 @@ def _score_digits_artifact(runner: Any, headline: str, repeat: int) -> None:
     table.add_row("this artifact", f"{float(np.mean(got == labels)):.2%}", f"{t_art:.3f} ms")
     table.add_row("accel reference executor", f"{float(np.mean(ref == labels)):.2%}", f"{t_ref:.3f} ms")
     out.print(table)
-    out.print(f"predictions identical on {int(np.sum(got == ref))}/{len(images)} images")
+    threads = f"; threads: {runner.threads}" if getattr(runner, "handles", None) else ""
+    out.print(f"predictions identical on {int(np.sum(got == ref))}/{len(images)} images{threads}")
 
 
 def _run_default(repeat: int) -> None:

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include <accel_sdk/threads.hpp>
+
 namespace accel_sdk {
 
 class ThreadPool {
@@ -72,21 +74,13 @@ class ThreadPool {
     if (job->error) std::rethrow_exception(job->error);
   }
 
-  // The process-wide pool: ACCEL_NUM_THREADS threads if set (>= 1), else one
-  // per hardware thread. Created on first use and deliberately never
-  // destroyed, so no worker is joined while the interpreter shuts down.
+  // The process-wide pool: one thread per available core (a handle's thread count
+  // decides how many indices it hands a parallel_for). Created on first use and
+  // deliberately never destroyed, so no worker is joined while the interpreter
+  // shuts down.
   static ThreadPool& global() {
-    static ThreadPool* pool = new ThreadPool(default_threads());
+    static ThreadPool* pool = new ThreadPool(static_cast<std::size_t>(resolve_threads(0)));
     return *pool;
-  }
-
-  static std::size_t default_threads() {
-    if (const char* env = std::getenv("ACCEL_NUM_THREADS")) {
-      const long v = std::strtol(env, nullptr, 10);
-      if (v >= 1) return static_cast<std::size_t>(std::min(v, 256L));
-    }
-    const unsigned hw = std::thread::hardware_concurrency();
-    return hw == 0 ? 1 : hw;
   }
 
  private:
