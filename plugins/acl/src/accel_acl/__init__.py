@@ -24,14 +24,6 @@ from accel.hookspecs import hookimpl
 from accel.ir import Graph
 from accel_acl import support
 from accel_acl.options import AclOptions
-from accel_acl.support import (
-    avg_pool2d_pattern,
-    conv2d_pattern,
-    dense_pattern,
-    l2_pool2d_pattern,
-    qnn_conv2d_pattern,
-    qnn_dense_pattern,
-)
 
 __version__ = "0.1.0"
 
@@ -59,14 +51,4 @@ def accel_register_backends(register):
     register(AclBackend)
 
 
-__all__ = [
-    "AclBackend",
-    "AclOptions",
-    "accel_register_backends",
-    "avg_pool2d_pattern",
-    "conv2d_pattern",
-    "dense_pattern",
-    "l2_pool2d_pattern",
-    "qnn_conv2d_pattern",
-    "qnn_dense_pattern",
-]
+__all__ = ["AclBackend", "AclOptions", "accel_register_backends"]
