@@ -449,3 +449,37 @@ def test_a_flipped_byte_is_refused_or_parses_consistently(m):
             continue
         assert len(g["tensors"]) >= len(g["inputs"]) + len(g["outputs"])
     assert refused > 100
+
+
+NO_LIMITS = {k: 0xFFFFFFFF for k in ("max_tensors", "max_nodes", "max_ids", "max_attrs", "max_list")}
+HUGE = (0x80000000, 0xFFFFFFFF)  # a negative int32 read as a count, and -1
+
+
+def _u32(n: int) -> bytes:
+    return n.to_bytes(4, "little")
+
+
+@pytest.mark.parametrize("count", HUGE)
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("tensors", r"tensor count=\d+ does not fit in the \d+ bytes left"),
+        ("list", r"list=\d+ does not fit in the \d+ bytes left"),
+        ("ints", r"ints=\d+ does not fit in the \d+ bytes left"),
+        ("floats", r"floats=\d+ does not fit in the \d+ bytes left"),
+    ],
+)
+def test_huge_counts_are_refused_before_anything_is_allocated(m, where, count, message):
+    """A count of 2^31 or 2^32 - 1 (a negative int32, or -1, written as a u32) is refused by the bytes left,
+    with every configurable limit out of the way: never a failed allocation."""
+    if where == "tensors":
+        blob = bytearray(GOOD)
+        at = GOOD.index(_u32(3) + _u32(1) + b"x")  # n_tensors = 3, then the first name's length and byte
+        blob[at : at + 4] = _u32(count)
+        blob = bytes(blob)
+    else:
+        tag = {"list": 7, "ints": 5, "floats": 6}[where]
+        node = ("r", 0, "k", "s", [0], [1], [("a", ("tag", tag, _u32(count)))], [], [])
+        blob = raw_blob([X, Y], [0], [1], [node])
+    with pytest.raises(m.BlobError, match=message):
+        m.graph(blob, "t", limits=NO_LIMITS)

@@ -522,7 +522,10 @@ struct Requant {
       c.fail("requantize parameters do not fit " + std::to_string(channels) + " channels");
     }
     for (std::size_t i = 0; i < m.size(); ++i) {
-      if (!quant::valid_multiplier(m[i], s[i])) c.fail("invalid fixed-point multiplier");
+      if (!quant::canonical_multiplier(m[i], s[i])) {
+        c.fail("multiplier " + std::to_string(i) + " (" + std::to_string(m[i]) + ", shift " + std::to_string(s[i]) +
+               ") is not a fixed-point multiplier quantize_multiplier makes");
+      }
       r.m.push_back(static_cast<std::int32_t>(m[i]));
       r.shift.push_back(static_cast<std::int32_t>(s[i]));
     }
@@ -617,7 +620,7 @@ class QnnAdd final : public Kernel {
     const std::int64_t lo = y.dtype == ACCEL_UINT8 ? 0 : -128, hi = y.dtype == ACCEL_UINT8 ? 255 : 127;
     const auto z = c.ints("zero_points", 3, lo, hi);
     for (int i = 0; i < 3; ++i) {
-      if (!quant::valid_multiplier(m[i], s[i])) c.fail("invalid fixed-point multiplier");
+      if (!quant::canonical_multiplier(m[i], s[i])) c.fail("multiplier " + std::to_string(i) + " is not a fixed-point multiplier quantize_multiplier makes");
       m_[i] = static_cast<std::int32_t>(m[i]);
       s_[i] = static_cast<std::int32_t>(s[i]);
       z_[i] = z[i];
@@ -737,6 +740,10 @@ class QnnConv final : public Kernel {
     }
     // the requantize attributes (serializer.py): multipliers per channel or one, accumulators' zero point 0
     const Requant r = Requant::read(c, static_cast<std::size_t>(O), y.spec.dtype);
+    // the accumulators' channel axis is the output's last (NHWC, or [M, N]); -1: one multiplier
+    const std::int64_t axis = c.integer("axis", -1, y.spec.shape.rank() - 1);
+    if (axis != -1 && axis != y.spec.shape.rank() - 1) c.fail("axis must be -1 or the channel axis " + std::to_string(y.spec.shape.rank() - 1));
+    if (axis == -1 && r.m.size() != 1) c.fail("per-channel multipliers need the channel axis, got axis -1");
     for (std::int32_t z : r.z_in) {
       if (z != 0) c.fail("the accumulators' zero point must be 0");
     }

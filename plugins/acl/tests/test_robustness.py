@@ -155,3 +155,72 @@ def test_a_blob_written_with_a_thread_count_on_every_node_still_loads():
         outs.append(y)
     for a, b in zip(*outs):
         np.testing.assert_array_equal(a, b)
+
+
+def _blob_with(graph, kernel: str, edit) -> bytes:
+    """The acl blob of graph's one partition, the attributes of its `kernel` nodes passed through edit."""
+    from accel_acl import serializer
+    from accel_sdk.graph_blob import GraphBlobWriter, Kernel
+
+    from accel.ir import CALL_OP
+    from accel.pattern import composite_match
+
+    (region,) = partition_graph(graph, [AclBackend()]).regions
+    edited = []
+
+    def lower(node, labels):
+        k = serializer.lower(node, labels)
+        if k.name != kernel:
+            return k
+        edited.append(k.name)
+        return Kernel(k.name, edit(dict(k.attrs)), k.inputs)
+
+    writer = GraphBlobWriter(serializer.KIND, serializer.KIND_VERSION, lower=lower)
+    blob = writer.write(region.body, matches={n: composite_match(n) for n in region.body.nodes if n.op == CALL_OP})
+    assert edited, f"no {kernel} kernel in the partition"
+    return blob
+
+
+def _set(key, value):
+    def edit(attrs):
+        attrs[key] = value
+        return attrs
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "kernel,edit,message",
+    [
+        # a multiplier of 0 encodes a real one below 2^-32, always with shift 0; below 2^30 it was not encoded
+        ("qnn_conv2d", lambda a: {**a, "multiplier": [0] * len(a["multiplier"])}, "not a fixed-point multiplier"),
+        ("qnn_conv2d", lambda a: {**a, "multiplier": [1 << 29] * len(a["multiplier"])}, "not a fixed-point multiplier"),
+        (
+            "requantize",
+            lambda a: {**a, "multiplier": [0] * len(a["multiplier"]), "shift": [7] * len(a["shift"])},
+            "not a fixed-point",
+        ),
+        (
+            "qnn_add",
+            lambda a: {**a, "multipliers": [0, *a["multipliers"][1:]], "shifts": [4, *a["shifts"][1:]]},
+            "not a fixed-point",
+        ),
+        # the requantize axis: the channel axis or -1, nothing else
+        ("qnn_conv2d", _set("axis", 5), "axis"),
+        ("qnn_conv2d", _set("axis", -2), "axis"),
+        ("qnn_conv2d", _set("axis", 1 << 40), "axis"),
+        ("qnn_conv2d", _set("axis", 1), "axis must be -1 or the channel axis 3"),
+        ("requantize", _set("axis", 5), "axis"),
+        ("requantize", _set("axis", -2), "axis"),
+        ("requantize", _set("axis", 1 << 40), "axis"),
+    ],
+)
+def test_requantize_parameters_no_serializer_writes_are_refused(kernel, edit, message):
+    graph = cases.qnn_network("uint8")
+    with pytest.raises(ValueError, match=message):
+        _runtime.Runtime(_blob_with(graph, kernel, edit))
+
+
+def test_the_serializers_own_multipliers_load():
+    graph = cases.qnn_network("int8")
+    assert _runtime.Runtime(_blob_with(graph, "qnn_conv2d", lambda a: a)).threads >= 1

@@ -61,6 +61,14 @@ inline bool valid_multiplier(std::int64_t m, std::int64_t shift) {
   return m >= 0 && m <= kInt32Max && shift >= -31 && shift <= 31;
 }
 
+// True when (m, shift) is what quantize_multiplier (here and accel.quant's) makes of some real
+// multiplier: m in [2^30, 2^31) with shift in [-31, 31], or (0, 0) for one below 2^-32. A blob
+// whose serializer encoded its multipliers holds only these; anything else was written by hand.
+inline bool canonical_multiplier(std::int64_t m, std::int64_t shift) {
+  if (m == 0) return shift == 0;
+  return m >= (std::int64_t{1} << 30) && valid_multiplier(m, shift);
+}
+
 // x * m * 2^(shift - 31) rounded once (ties away from zero), saturated to int32.
 // Requires valid_multiplier(m, shift).
 inline std::int32_t mbqm(std::int64_t x, std::int32_t m, std::int32_t shift) {
