@@ -45,6 +45,9 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -135,7 +138,16 @@ struct Abi {
     }
   }
 
-  static void destroy(accel_runtime* rt) noexcept { delete reinterpret_cast<R*>(rt); }
+  // Frees the handle and gives the heap's free pages back to the system: a handle's packed weights
+  // are large, and glibc keeps freed memory for reuse, so a server that reloads models would
+  // otherwise grow by a model's weights at every reload.
+  static void destroy(accel_runtime* rt) noexcept {
+    if (rt == nullptr) return;
+    delete reinterpret_cast<R*>(rt);
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+  }
 
   static std::int32_t num_threads(const accel_runtime* rt) noexcept {
     return rt == nullptr ? 0 : static_cast<std::int32_t>(reinterpret_cast<const R*>(rt)->threads());
