@@ -156,7 +156,7 @@ def test_target_validation():
     assert t.describe() == "npu > fake > cpu"
     with pytest.raises(TargetError, match=r"devices\[0\] \(npu\): sram: unknown option"):
         CompositeTarget.parse({"devices": [{"kind": "npu", "options": {"sram": 1}}]}).instantiate(avail)
-    with pytest.raises(TargetError, match="listed more than once"):
+    with pytest.raises(TargetError, match="listed twice in --backends"):
         CompositeTarget.from_backends("npu,npu")
     with pytest.raises(TargetError, match="empty backend name"):
         CompositeTarget.from_backends("npu,,fake")

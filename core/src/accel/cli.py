@@ -232,11 +232,74 @@ def _parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _note_fixed_dims(model: Path, graph: accel.Graph, shapes: dict[str, tuple[int, ...]]) -> None:
-    """Say on stderr which symbolic input dimensions the import fixed, and to what."""
-    from accel.frontend.onnx import describe_fixed_dims, symbolic_input_dims
+def _declared_inputs(model: Path) -> dict[str, tuple[str, list[int | None] | None]] | None:
+    """The ONNX model's inputs as declared: ``{name: (dtype, dims or None)}``, None for a symbolic
+    dimension; None when the file cannot be read as a model (the import then says why)."""
+    import onnx
+    from onnx import helper
 
-    for line in describe_fixed_dims(symbolic_input_dims(model), graph, shapes):
+    try:
+        proto = onnx.load_model(str(model), load_external_data=False)
+    except Exception:
+        return None
+    inits = {t.name for t in proto.graph.initializer} | {sp.values.name for sp in proto.graph.sparse_initializer}
+    found: dict[str, tuple[str, list[int | None] | None]] = {}
+    for vi in proto.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        except (KeyError, ValueError, TypeError):
+            dtype = "?"
+        dims = (
+            [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+        )
+        found[vi.name] = (dtype, dims)
+    return found
+
+
+def _check_input_shapes(model: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+    """``--input-shape`` values against the model's declared inputs, in the option's terms: each names
+    an input, with its rank, and agrees with the dimensions the model fixes."""
+    if not shapes or _looks_like_artifact(model):
+        return
+    declared = _declared_inputs(model)
+    if declared is None:
+        return
+    for name, shape in shapes.items():
+        given = f"-s/--input-shape {name}={','.join(map(str, shape))}"
+        if name not in declared:
+            raise InputError(f"{given}: the model has no input {name!r} (its inputs: {', '.join(declared) or 'none'})")
+        dtype, dims = declared[name]
+        if dims is None:
+            continue
+        want = f"{dtype}[{','.join('?' if d is None else str(d) for d in dims)}]"
+        if len(dims) != len(shape):
+            raise InputError(f"{given}: input {name!r} is {want}, rank {len(dims)}; give {len(dims)} dimensions")
+        for axis, (d, n) in enumerate(zip(dims, shape)):
+            if d is not None and d != n:
+                raise InputError(
+                    f"{given}: input {name!r} is {want}, fixed at {d} on axis {axis}; "
+                    "-s/--input-shape sets the symbolic dimensions (?) only"
+                )
+
+
+def _note_fixed_dims(model: Path, graph: accel.Graph, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Say on stderr which symbolic input dimensions the import fixed, to what, and how to choose them."""
+    from accel.frontend.onnx import symbolic_input_dims
+
+    types = {v.name: v.type.shape for v in graph.inputs}
+    for name, dims in symbolic_input_dims(model).items():
+        shape = types.get(name)
+        if shape is None:
+            continue
+        fixed = ", ".join(f"{sym!r} (axis {axis}) = {shape[axis]}" for axis, sym in dims)
+        if name in shapes:
+            line = f"input {name!r}: symbolic dimension(s) {fixed}, as given"
+        else:
+            choose = f"{name}={','.join(map(str, shape))}"
+            line = f"input {name!r}: symbolic dimension(s) {fixed} by default; choose with -s/--input-shape {choose}"
         err.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -453,6 +516,7 @@ def run(
             )
         _run_default(repeat)
         return
+    _check_input_shapes(model, shapes)
     given = _parse_inputs(input or []) if input else None
     _check_outputs([(output, "--output")], [model, *(Path(g.path) for g in (given or {}).values())])
     runner, headline, inputs = _load_runner(model, shapes, given, threads)
@@ -622,6 +686,7 @@ def compile(
         model = default_model_path(quantized=True)
     shapes = _parse_input_shapes(input_shape)
     tgt = _target(backends, target)
+    _check_input_shapes(model, shapes)
     out_path = output if output is not None else Path(model.stem + ".accel")
     # the default output equals MODEL only for an artifact, which the import refuses with its own message
     _check_outputs([(out_path, "--output"), (report, "--report")], [model if output is not None else None, target])
@@ -691,6 +756,7 @@ def inspect(
         raise InputError(f"--format must be text, json or html, got {format!r}")
     _check_outputs([(output, "--output")], [model, target])
     shapes = _parse_input_shapes(input_shape)
+    _check_input_shapes(model, shapes)
     if model.suffix == ".accel" or is_artifact(model):
         if backends or target or shapes:
             raise InputError(

@@ -50,9 +50,9 @@ class CompositeTarget(BaseModel):
     @classmethod
     def _distinct(cls, devices: list[Device]) -> list[Device]:
         kinds = [d.kind for d in devices]
-        dup = sorted({k for k in kinds if kinds.count(k) > 1})
-        if dup:
-            raise ValueError(f"backend {dup[0]!r} is listed more than once")
+        twice = next((k for i, k in enumerate(kinds) if k in kinds[:i]), None)
+        if twice is not None:
+            raise ValueError(f"backend {twice!r} is listed twice in devices")
         return devices
 
     # -- constructors ------------------------------------------------------------------
@@ -62,6 +62,9 @@ class CompositeTarget(BaseModel):
         names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [s.strip() for s in spec]
         if any(not n for n in names):
             raise TargetError(f"--backends: empty backend name in {spec!r} (write names separated by commas)")
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            raise TargetError(f"backend {twice!r} is listed twice in --backends")
         return cls.parse({"devices": [{"kind": n} for n in names]}, where="--backends")
 
     @classmethod
@@ -106,4 +109,9 @@ def _first_error(exc: ValidationError) -> str:
     msg = err.get("msg", "invalid")
     if err.get("type") == "extra_forbidden":
         msg = "unknown option"
+    elif err.get("type") == "value_error":  # our own validators' messages, without pydantic's "Value error, "
+        cause = (err.get("ctx") or {}).get("error")
+        msg = str(cause) if cause is not None else msg.removeprefix("Value error, ")
+        if loc == "devices":  # the message names the field itself
+            return msg
     return f"{loc}: {msg}" if loc else msg

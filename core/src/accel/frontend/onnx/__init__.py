@@ -930,6 +930,10 @@ def _short_op(op: str) -> str:
     return short
 
 
+#: How similar (difflib's ratio) a supported op's name must be to an unsupported one to be suggested.
+CLOSE_OP_CUTOFF = 0.75
+
+
 def _unsupported_op_message(op: str, domain: str, version: int | None, label: str) -> str:
     """One line: the op, its domain and opset, the node, the closest supported names, where the list is."""
     shown = domain or "ai.onnx"
@@ -937,9 +941,10 @@ def _unsupported_op_message(op: str, domain: str, version: int | None, label: st
     where = f"`accel ops` lists the {len(SUPPORTED_OPS)} supported ONNX ops (accel.frontend.onnx.SUPPORTED_OPS)"
     if domain:
         return f"{head}; accel converts ops of the default ONNX domain only; {where}"
+    # similar spellings only: a name that merely contains a supported one (NonMaxSuppression, Max)
+    # is another operator, and suggesting it would mislead
     by_lower = {name.lower(): name for name in SUPPORTED_OPS}
-    close = difflib.get_close_matches(op.lower(), list(by_lower), n=3, cutoff=0.6)
-    close += [k for k in by_lower if k not in close and len(op) >= 3 and (op.lower() in k or k in op.lower())][:2]
+    close = difflib.get_close_matches(op.lower(), list(by_lower), n=3, cutoff=CLOSE_OP_CUTOFF)
     if close:
         return f"{head}; closest supported: {', '.join(by_lower[k] for k in close)}; {where}"
     return f"{head}; {where}"
