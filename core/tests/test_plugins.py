@@ -89,7 +89,8 @@ def test_statuses_of_good_and_broken_plugins():
         got["raises"].state == "invalid" and "accel_register_backends raised: RuntimeError: boom" in got["raises"].error
     )
     assert (
-        got["old"].state == "ABI mismatch" and f"built for runtime ABI 0, this accel-core speaks {ABI_VERSION}" in got["old"].error
+        got["old"].state == "ABI mismatch"
+        and f"built for runtime ABI 0, this accel-core speaks {ABI_VERSION}" in got["old"].error
     )
     assert got["gone"].state == "unavailable" and "/dev/npu0" in got["gone"].error
     assert got["badlayout"].state == "invalid" and "layout must be" in got["badlayout"].error
@@ -180,3 +181,45 @@ def test_target_file_errors(tmp_path):
 
 def test_every_hook_is_listed():
     assert plugins.hook_names() == ["accel_register_backends"]
+
+
+def test_a_plugin_that_raises_keyboard_interrupt_is_one_broken_plugin():
+    """A plugin raising KeyboardInterrupt (or SystemExit) at import, or from its hook, is contained like any
+    other failure: the other plugins load and the command goes on."""
+    from accel.plugins import discover
+
+    got = {
+        s.name: s
+        for s in discover(
+            [
+                _ep("ctrlc", KeyboardInterrupt()),
+                _ep("exits", SystemExit(3)),
+                _ep("hookctrlc", _plugin(raises=KeyboardInterrupt())),
+                _ep("fake", _plugin(FakeBackend)),
+            ]
+        )
+    }
+    assert got["ctrlc"].state == "import error" and "KeyboardInterrupt" in got["ctrlc"].error
+    assert got["exits"].state == "import error" and "SystemExit" in got["exits"].error
+    assert got["hookctrlc"].state == "invalid" and "KeyboardInterrupt" in got["hookctrlc"].error
+    assert got["fake"].state == "ok"
+
+
+def test_a_real_interrupt_while_plugins_load_still_stops_the_command():
+    """Ctrl+C (SIGINT) during a plugin's import is the user's: it propagates."""
+    import os
+    import signal
+
+    from accel.plugins import discover
+
+    class Slow:
+        name, value, dist = "slow", "slow_module", None
+
+        def load(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            return _plugin(FakeBackend)
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        discover([Slow()])
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is put back

@@ -14,6 +14,8 @@ Environment switches (read at discovery):
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -84,8 +86,52 @@ def _entry_points() -> list[metadata.EntryPoint]:
     return unique
 
 
+class _Interrupts:
+    """Tells a real Ctrl+C from a plugin that raises KeyboardInterrupt itself while it loads.
+
+    While plugins load (in the main thread), SIGINT goes through a handler that notes it before
+    raising as Python's does: a KeyboardInterrupt with no signal noted came from the plugin and is
+    contained like any other import error; a real one stops the command as usual. Elsewhere every
+    KeyboardInterrupt counts as real.
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is not threading.main_thread():
+            self.seen = True
+            return self
+        self._previous = signal.getsignal(signal.SIGINT)
+
+        def noted(signum: int, frame: Any) -> None:
+            self.seen = True
+            if callable(self._previous):
+                self._previous(signum, frame)
+            elif self._previous != signal.SIG_IGN:
+                raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, noted)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def real(self, exc: BaseException) -> bool:
+        """Whether ``exc`` must stop the command: an interrupt the user sent (anything else a plugin raises,
+        SystemExit included, is that plugin's failure)."""
+        return isinstance(exc, KeyboardInterrupt) and self.seen
+
+
 def discover(entry_points: Iterable[Any] | None = None) -> list[PluginStatus]:
     """Load every backend plugin; one status per backend (or per entry point that failed)."""
+    with _Interrupts() as interrupts:
+        return _discover(entry_points, interrupts)
+
+
+def _discover(entry_points: Iterable[Any] | None, interrupts: _Interrupts) -> list[PluginStatus]:
     disabled = _split_env("ACCEL_DISABLE_PLUGINS") or set()
     allowed = _split_env("ACCEL_LOAD_PLUGINS")
     pm = pluggy.PluginManager(hookspecs.PROJECT)
@@ -108,7 +154,7 @@ def discover(entry_points: Iterable[Any] | None = None) -> list[PluginStatus]:
             base.state, base.error = DISABLED, "not listed in ACCEL_LOAD_PLUGINS"
             statuses.append(base)
             continue
-        statuses.extend(_load_one(pm, ep, base, taken))
+        statuses.extend(_load_one(pm, ep, base, taken, interrupts))
     return statuses
 
 
@@ -120,12 +166,12 @@ def _failed(base: PluginStatus, state: str, what: str, exc: BaseException) -> Pl
 
 
 def _load_one(
-    pm: pluggy.PluginManager, ep: Any, base: PluginStatus, taken: dict[str, PluginStatus]
+    pm: pluggy.PluginManager, ep: Any, base: PluginStatus, taken: dict[str, PluginStatus], interrupts: _Interrupts
 ) -> list[PluginStatus]:
     try:
         module = ep.load()
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
+        if interrupts.real(exc):
             raise
         return [_failed(base, IMPORT_ERROR, f"importing {ep.value} failed", exc)]
     try:
@@ -141,7 +187,7 @@ def _load_one(
     try:
         pm.subset_hook_caller("accel_register_backends", remove_plugins=others)(register=register)
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
+        if interrupts.real(exc):
             raise
         return [_failed(base, INVALID, "accel_register_backends raised", exc)]
     finally:
