@@ -59,6 +59,63 @@ def refusals() -> list[Refusal]:
             "add of shapes [1, 4, 8, 8] and [1, 4, 1, 1]: broadcasting is not supported, shapes must be equal",
         )
     )
+    # depthwise strides: both axes are checked, not one pair twice
+    for strides in ((1, 3), (3, 3), (2, 1)):
+        out.append(
+            Refusal(
+                f"depthwise strides {strides}",
+                cases.conv_fp32((1, 8, 12, 12), 8, strides=strides, groups=8, bias=False, act=None),
+                f"acl.conv2d: depthwise strides=[{strides[0]}, {strides[1]}], strides must be [1, 1] or [2, 2]",
+            )
+        )
+    b = GraphBuilder(x=(1, 8, 8, 8))
+    y = b.op("nn.conv2d", b.x["x"], b.const(cases.weights(8, 8, 3, 3)), padding=(1, 1, 1, 1))
+    out.append(
+        Refusal(
+            "bias added along the height",
+            b.done(b.op("nn.bias_add", y, b.const(cases.weights(8)), axis=2)),
+            "acl.conv2d: bias_add axis=1, axis must = 3 (channels)",
+        )
+    )
+    b = GraphBuilder(x=(1, 3, 4))
+    out.append(
+        Refusal(
+            "dense of 3-D data",
+            b.done(b.op("nn.dense", b.x["x"], b.const(cases.weights(5, 4)))),
+            "acl.dense: dense data rank=3, rank must = 2",
+        )
+    )
+    b = GraphBuilder(x=(1, 4, 8, 8))
+    out.append(
+        Refusal(
+            "float16 relu",
+            b.done(b.op("nn.relu", b.op("cast", b.x["x"], dtype="float16"))),
+            "dtype='float16', dtype must be float32",
+        )
+    )
+    b = GraphBuilder(x=(2, 4, 8, 8))
+    out.append(
+        Refusal(
+            "max pool of batch 2", b.done(b.op("nn.max_pool2d", b.x["x"], pool_size=(2, 2))), "batch=2, batch must = 1"
+        )
+    )
+    b = GraphBuilder(x=(1, 4, 9, 9))
+    pool = b.op("nn.avg_pool2d", b.x["x"], pool_size=(2, 2), strides=(2, 2), ceil_mode=True, count_include_pad=True)
+    out.append(
+        Refusal(
+            "average pool in ceil mode counting the padding",
+            b.done(pool),
+            "ceil_mode with count_include_pad is not supported: the windows past the edge count differently",
+        )
+    )
+    b = GraphBuilder(x=cases.qtype((1, 4, 8, 8), "uint8", 0.1, 3), y=cases.qtype((1, 4, 1, 1), "uint8", 0.2, 3))
+    out.append(
+        Refusal(
+            "broadcasting qnn.add",
+            b.done(b.op("qnn.add", b.x["x"], b.x["y"], out_scale=0.3, out_zero_point=2)),
+            "qnn.add of shapes [1, 4, 8, 8] and [1, 4, 1, 1]: broadcasting is not supported, shapes must be equal",
+        )
+    )
     b = GraphBuilder(x=(1, 4, 8, 8))
     out.append(
         Refusal(
