@@ -23,7 +23,7 @@ from typing import Annotated, Any, BinaryIO, Optional
 
 import numpy as np
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.progress import track
 from rich.table import Table
 from rich.text import Text
@@ -37,15 +37,17 @@ from accel.serialize import read_npy_header
 
 app = typer.Typer(
     name="accel",
+    # "\b" keeps click from reflowing the paragraph that follows: the examples stay one per line
     help=(
         "Compile an ONNX model for a host plus accelerator backends, and run it.\n\n"
         "Examples:\n\n"
-        "  accel run                           # the embedded digits model on its held-out digits\n\n"
-        "  accel backends                      # installed backend plugins and their state\n\n"
-        "  accel compile model.onnx --backends ethosn,acl   # -> model.accel\n\n"
-        "  accel run model.accel --repeat 20   # run a compiled artifact (or a model, on the host)\n\n"
-        "  accel run model.onnx --input x=x.npy --output out.npz\n\n"
-        "  accel inspect model.onnx --backends ethosn,acl --format html > report.html\n\n"
+        "\b\n"
+        "  accel run                           # the embedded digits model on its held-out digits\n"
+        "  accel backends                      # installed backend plugins and their state\n"
+        "  accel compile model.onnx --backends ethosn,acl   # -> model.accel\n"
+        "  accel run model.accel --repeat 20   # run a compiled artifact (or a model, on the host)\n"
+        "  accel run model.onnx --input x=x.npy --output out.npz\n"
+        "  accel inspect model.onnx --backends ethosn,acl --format html > report.html\n"
         "  accel inspect model.onnx            # the imported IR, as text"
     ),
     no_args_is_help=True,
@@ -54,9 +56,32 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+#: Columns of output written to a pipe, a file or a CI log: wide enough that no line is ever cut
+#: (a node name, a reason, a headline); a terminal's own width applies on a terminal, COLUMNS anywhere.
+PIPE_WIDTH = 10_000
+
+
+class WideWhenPiped(Console):
+    """A console as wide as its terminal, or :data:`PIPE_WIDTH` when its file is not a terminal.
+
+    Rich assumes 80 columns off a terminal and wraps every longer line, one word per line in
+    narrow table cells; a log or a file has no width to fit. COLUMNS, when set, still rules.
+    """
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if self._width is None and not self.is_terminal:
+            return ConsoleDimensions(PIPE_WIDTH, self._height or 25)
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
 # markup off: names, paths and messages come from models and users ("[/x]" is a valid tensor name)
-out = Console(highlight=False, markup=False)
-err = Console(stderr=True, highlight=False, markup=False)
+out = WideWhenPiped(highlight=False, markup=False)
+err = WideWhenPiped(stderr=True, highlight=False, markup=False)
 _state = {"debug": False}
 
 
@@ -795,7 +820,7 @@ def inspect(
     elif format == "html":
         _emit(report_to_html(rep, title), output)
     elif output is not None:
-        console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+        console = WideWhenPiped(record=True, highlight=False, markup=False, file=open(os.devnull, "w"))  # noqa: SIM115
         print_report(rep, console, verbose=verbose)
         _emit(console.export_text(), output)
     else:
@@ -826,11 +851,11 @@ def ops(
     ir_ops = [op for op in available() if want in op.lower()]
     if not onnx_ops and not ir_ops:
         raise InputError(f"no ONNX or IR op name contains {name!r}; `accel ops` lists them all")
-    console = out if out.is_terminal else Console(highlight=False, markup=False, width=max(out.width, 120))
+    console = out
     if onnx_ops:
         marked = [f"{op}*" if op in FOLD_ONLY_OPS else op for op in onnx_ops]
         console.print(f"ONNX ops (default domain, opsets 7-28) the importer converts: {len(onnx_ops)}")
-        width = max(console.width, 60)
+        width = min(max(console.width, 60), 120)  # a list of names, laid out as a paragraph
         console.print(
             textwrap.fill(", ".join(marked), width, initial_indent="  ", subsequent_indent="  "), markup=False
         )
@@ -879,9 +904,7 @@ def backends(
         abi = "" if s.abi_version is None else str(s.abi_version)
         state = Text(s.state, style="" if s.ok else "red")
         table.add_row(s.name, s.distribution, s.version, abi, state, str(s.patterns), str(s.ops), layout)
-    # piped output (CI logs) defaults to 80 columns, too narrow for the table
-    console = out if out.is_terminal else Console(highlight=False, markup=False, width=max(out.width, 110))
-    console.print(table)
+    out.print(table)
     for s in found:
         if not s.ok:
             out.print(f"{s.name}: {s.error}", markup=False, soft_wrap=True)
