@@ -11,9 +11,11 @@ arena size, then latency at 1 and 2 threads of
   CPUs without VNNI also ``session.x64quantprecision=1``, the exact kernels),
 
 as medians of interleaved rounds (one call of each per round) and ratios, plus a
-bit-exactness check against accel's reference
-executor. Each thread count runs in its own process (the runtime's thread
-count is read once per process), ethosn and onnxruntime side by side in it.
+bit-exactness check against accel's reference executor. The thread count is
+given where it is chosen, when the artifact is loaded (``accel.load(path,
+threads=N)``, ``Runtime(blob, threads=N)``); each count still runs in its own
+process, ethosn and onnxruntime side by side in it, so no OpenMP team of one
+count waits beside the other's.
 
     python plugins/ethosn/benchmarks/bench_ethosn.py [--resolution 224] [--repeat 30]
 """
@@ -70,6 +72,7 @@ def build_models(resolution: int, folder: Path) -> dict[str, Path]:
 
 def worker(models: dict[str, str], threads: int, repeat: int) -> list[dict]:
     from accel_ethosn import EthosnBackend
+    from accel_ethosn.serializer import command_stream
 
     from accel.executor import ReferenceExecutor
 
@@ -83,10 +86,10 @@ def worker(models: dict[str, str], threads: int, repeat: int) -> list[dict]:
             apath = Path(tmp) / "m.accel"
             apath.write_bytes(art.to_bytes())
             t0 = time.perf_counter()
-            exe = accel.load(apath)
+            exe = accel.load(apath, threads=threads)
             load_s = time.perf_counter() - t0
         (region,) = [n for n in art.graph.nodes if n.op == "call"]
-        stream = EthosnBackend().compile_partition(region.body)
+        stream = command_stream(region.body)
         graph = accel.import_onnx(data)
         name_in = graph.inputs[0].name
         rng = np.random.default_rng(0)
@@ -97,7 +100,8 @@ def worker(models: dict[str, str], threads: int, repeat: int) -> list[dict]:
         exact = all(np.array_equal(got[k], want[k]) for k in want)
 
         # the partition alone, on the quantized input the host hands it
-        runtime = EthosnBackend().runtime_module().Runtime(art.blobs[region.name])
+        runtime = EthosnBackend().runtime_module().Runtime(art.blobs[region.name], threads=threads)
+        assert runtime.threads == threads, (runtime.threads, threads)
         q_in = [np.ascontiguousarray(np.zeros(v.type.shape, v.type.dtype)) for v in region.body.inputs]
         q_out = [np.empty(v.type.shape, v.type.dtype) for v in region.body.outputs]
 
@@ -150,7 +154,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ethosn-") as tmp:
         models = {k: str(v) for k, v in build_models(args.resolution, Path(tmp)).items()}
         for threads in (int(t) for t in args.threads.split(",")):
-            env = {**os.environ, "ACCEL_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
             spec = json.dumps({"models": models, "threads": threads, "repeat": args.repeat})
             out = subprocess.run(
                 [sys.executable, __file__, "--worker", spec], env=env, check=True, capture_output=True, text=True

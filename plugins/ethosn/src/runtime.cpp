@@ -8,21 +8,28 @@
 // tensor once, never an input), parameter count and the shapes its parameters imply.
 // Sizes are computed with checked arithmetic. Weights are packed once here.
 //
-// run() is const and thread-safe: intermediates live in a per-call arena, outputs go
-// straight into the caller's buffers. Convolutions and fully connected layers run
-// through oneDNN's int8 primitives (accel_sdk/int_ops.hpp: exact on every CPU) and
-// are requantized by the sdk's vectorized requantizer, band by band while the
-// accumulators are in cache; max pooling runs through oneDNN; the rest (lookup tables,
-// quantized add, average pooling and mean with their rounding, byte moves) is ours.
+// run() is const and thread-safe: each run borrows an arena from the handle's pool
+// (accel_sdk::ArenaPool: the stream's planned intermediates, then one scratch region the
+// commands take in turn) and a oneDNN Call (the handle's thread count and a stream of
+// its own); outputs go straight into the caller's buffers. Commands are accel-sdk
+// kernels (accel_sdk/graph_runtime.hpp's Kernel interface) driven by this stream rather
+// than by a graph blob. Convolutions and fully connected layers run through oneDNN's
+// int8 primitives (accel_sdk/int_ops.hpp: exact on every CPU) and are requantized by the
+// sdk's vectorized requantizer, band by band while the accumulators are in cache; max
+// pooling is the sdk's onednn::Pool; the rest (lookup tables, quantized add, average
+// pooling and mean with their rounding, byte moves) is ours.
+#include <accel_sdk/arena.hpp>
 #include <accel_sdk/blob_reader.hpp>
 #include <accel_sdk/geometry.hpp>
+#include <accel_sdk/graph_runtime.hpp>
 #include <accel_sdk/int_ops.hpp>
 #include <accel_sdk/onednn.hpp>
+#include <accel_sdk/pool.hpp>
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/requantize.hpp>
 #include <accel_sdk/runtime.hpp>
 #include <accel_sdk/tensor.hpp>
-#include <accel_sdk/thread_pool.hpp>
+#include <accel_sdk/threads.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -53,6 +60,8 @@ constexpr std::int64_t kMaxDim = std::int64_t{1} << 31;
 constexpr std::size_t kMaxElements = std::size_t{1} << 40;
 constexpr std::uint64_t kMaxArena = std::uint64_t{1} << 40;
 constexpr std::size_t kAlign = 64;
+// The on-chip SRAM a stream was compiled for, in KiB: what EthosnOptions allows (a power of two up to 64 MiB).
+constexpr std::uint32_t kMaxSramKib = 64 * 1024;
 
 enum Kind : std::uint8_t { INPUT = 0, OUTPUT = 1, ARENA = 2 };
 enum Opcode : std::uint8_t { CONV = 1, FC = 2, MAXPOOL = 3, AVGPOOL = 4, MEAN = 5, LUT = 6, ADD = 7, GATHER = 8, CONCAT = 9 };
@@ -74,19 +83,11 @@ struct Constant {
   }
 };
 
-// What a command sees of the tensors during one run.
-struct Buffers {
-  std::vector<std::uint8_t*> ptr;
-};
-
-class Stream;
-
-// One command, validated and prepared at create.
-class Command {
- public:
-  virtual ~Command() = default;
-  virtual void run(Buffers& b) const = 0;
-};
+// One command, validated and prepared at create: an accel-sdk kernel, so its run gets the
+// tensors by id, its scratch_bytes from the run's arena and the run's onednn::Call. make()
+// sets its ins / outs from the stream; the constructors check the tensors behind them.
+using Command = accel_sdk::Kernel<dnn::Call>;
+using Exec = Command::Exec;
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
@@ -147,10 +148,10 @@ void store(std::uint8_t* base, std::size_t i, std::int32_t v) {
 }
 
 // -- LUT: out[i] = table[channel(i)][bits(in[i])] ---------------------------------------------
-class LutCommand : public Command {
+class LutCommand final : public Command {
  public:
-  LutCommand(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& table, bool per_channel)
-      : x_(x), y_(y), n_(tx.spec.shape.elements()), channels_(per_channel ? channels_of(tx) : 1), table_(table.as<std::uint8_t>()) {
+  LutCommand(const Tensor& tx, const Tensor& ty, const Constant& table, bool per_channel)
+      : n_(tx.spec.shape.elements()), channels_(per_channel ? channels_of(tx) : 1), table_(table.as<std::uint8_t>()) {
     if (!is_8bit(tx) || !is_8bit(ty)) bad("lut: input and output must be uint8 or int8");
     if (tx.spec.shape != ty.spec.shape) bad("lut: input " + tx.spec.describe() + " and output " + ty.spec.describe() + " differ in shape");
     if (channels_ == 0) bad("lut: a per-channel table for a tensor without channels");
@@ -158,9 +159,9 @@ class LutCommand : public Command {
       bad("lut: table of " + std::to_string(table.elements) + " bytes, expected " + std::to_string(channels_ * 256));
     }
   }
-  void run(Buffers& b) const override {
-    const std::uint8_t* in = b.ptr[x_];
-    std::uint8_t* out = b.ptr[y_];
+  void run(Exec& e) const override {
+    const std::uint8_t* in = e.in<std::uint8_t>(0);
+    std::uint8_t* out = e.out<std::uint8_t>(0);
     if (channels_ == 1) {
       for (std::size_t i = 0; i < n_; ++i) out[i] = table_[in[i]];
       return;
@@ -174,17 +175,15 @@ class LutCommand : public Command {
   }
 
  private:
-  std::uint32_t x_, y_;
   std::size_t n_, channels_;
   const std::uint8_t* table_;
 };
 
 // -- GATHER: rows of row_len bytes, each from starts[r] of the input or filled ----------------
-class GatherCommand : public Command {
+class GatherCommand final : public Command {
  public:
-  GatherCommand(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& starts,
-                std::int64_t row_len, std::int64_t fill)
-      : x_(x), y_(y), fill_(static_cast<std::uint8_t>(fill)), starts_(starts.as<std::int32_t>()) {
+  GatherCommand(const Tensor& tx, const Tensor& ty, const Constant& starts, std::int64_t row_len, std::int64_t fill)
+      : fill_(static_cast<std::uint8_t>(fill)), starts_(starts.as<std::int32_t>()) {
     if (tx.spec.dtype != ty.spec.dtype || !is_8bit(tx)) bad("gather: input and output must have one 8-bit dtype");
     need_range(fill, 0, 255, "fill byte");
     need_range(row_len, 1, static_cast<std::int64_t>(ty.bytes == 0 ? 1 : ty.bytes), "row length");
@@ -198,9 +197,9 @@ class GatherCommand : public Command {
       if (s < 0 || static_cast<std::uint64_t>(s) + row_ > tx.bytes) bad("gather: row " + std::to_string(r) + " reads past the input");
     }
   }
-  void run(Buffers& b) const override {
-    const std::uint8_t* in = b.ptr[x_];
-    std::uint8_t* out = b.ptr[y_];
+  void run(Exec& e) const override {
+    const std::uint8_t* in = e.in<std::uint8_t>(0);
+    std::uint8_t* out = e.out<std::uint8_t>(0);
     for (std::size_t r = 0; r < rows_; ++r) {
       const std::int32_t s = starts_[r];
       if (s < 0) {
@@ -212,23 +211,20 @@ class GatherCommand : public Command {
   }
 
  private:
-  std::uint32_t x_, y_;
   std::uint8_t fill_;
   const std::int32_t* starts_;
   std::size_t row_ = 1, rows_ = 0;
 };
 
 // -- CONCAT: out[outer][sum inner] from each input's [outer][inner_k] --------------------------
-class ConcatCommand : public Command {
+class ConcatCommand final : public Command {
  public:
-  ConcatCommand(const std::vector<std::uint32_t>& xs, std::uint32_t y, const std::vector<const Tensor*>& txs, const Tensor& ty,
-                const std::vector<std::int32_t>& p)
-      : xs_(xs), y_(y) {
-    if (p.size() != xs.size() + 1) bad("concat: expected " + std::to_string(xs.size() + 1) + " parameters");
+  ConcatCommand(const std::vector<const Tensor*>& txs, const Tensor& ty, const std::vector<std::int32_t>& p) {
+    if (p.size() != txs.size() + 1) bad("concat: expected " + std::to_string(txs.size() + 1) + " parameters");
     need_range(p[0], 1, std::numeric_limits<std::int32_t>::max(), "outer");
     outer_ = static_cast<std::size_t>(p[0]);
     std::size_t total = 0;
-    for (std::size_t k = 0; k < xs.size(); ++k) {
+    for (std::size_t k = 0; k < txs.size(); ++k) {
       need_range(p[k + 1], 0, std::numeric_limits<std::int32_t>::max(), "inner");
       const std::size_t inner = static_cast<std::size_t>(p[k + 1]);
       if (txs[k]->spec.dtype != ty.spec.dtype || !is_8bit(ty)) bad("concat: inputs and output must have one 8-bit dtype");
@@ -239,11 +235,11 @@ class ConcatCommand : public Command {
     if (accel_sdk::checked_mul(outer_, total, "concat output") != ty.bytes) bad("concat: output is not outer x total inner bytes");
     total_ = total;
   }
-  void run(Buffers& b) const override {
-    std::uint8_t* out = b.ptr[y_];
+  void run(Exec& e) const override {
+    std::uint8_t* out = e.out<std::uint8_t>(0);
     std::size_t col = 0;
-    for (std::size_t k = 0; k < xs_.size(); ++k) {
-      const std::uint8_t* in = b.ptr[xs_[k]];
+    for (std::size_t k = 0; k < inner_.size(); ++k) {
+      const std::uint8_t* in = e.in<std::uint8_t>(k);
       const std::size_t inner = inner_[k];
       for (std::size_t o = 0; o < outer_; ++o) std::memcpy(out + o * total_ + col, in + o * inner, inner);
       col += inner;
@@ -251,18 +247,15 @@ class ConcatCommand : public Command {
   }
 
  private:
-  std::vector<std::uint32_t> xs_;
-  std::uint32_t y_;
   std::size_t outer_ = 0, total_ = 0;
   std::vector<std::size_t> inner_;
 };
 
 // -- ADD: qnn.add of two same-shape 8-bit tensors (accel.quant's definition) -------------------
-class AddCommand : public Command {
+class AddCommand final : public Command {
  public:
-  AddCommand(std::uint32_t a, std::uint32_t b2, std::uint32_t y, const Tensor& ta, const Tensor& tb, const Tensor& ty,
-             const std::vector<std::int32_t>& p)
-      : a_(a), b_(b2), y_(y), n_(ty.spec.shape.elements()), unsigned_(ty.spec.dtype == ACCEL_UINT8) {
+  AddCommand(const Tensor& ta, const Tensor& tb, const Tensor& ty, const std::vector<std::int32_t>& p)
+      : n_(ty.spec.shape.elements()), unsigned_(ty.spec.dtype == ACCEL_UINT8) {
     need_params(p, 11, "add");
     if (ta.spec.shape != ty.spec.shape || tb.spec.shape != ty.spec.shape) bad("add: inputs and output must have one shape");
     if (ta.spec.dtype != ty.spec.dtype || tb.spec.dtype != ty.spec.dtype || !is_8bit(ty)) bad("add: inputs and output must have one 8-bit dtype");
@@ -296,16 +289,15 @@ class AddCommand : public Command {
     const std::int64_t y = static_cast<std::int64_t>(q::mbqm(q::sat32(a1 + b1), mo_.m, mo_.shift)) + zo_;
     return static_cast<std::int32_t>(std::min<std::int64_t>(std::max<std::int64_t>(y, lo_), hi_));
   }
-  void run(Buffers& bufs) const override {
-    const std::uint8_t* a = bufs.ptr[a_];
-    const std::uint8_t* b = bufs.ptr[b_];
-    std::uint8_t* y = bufs.ptr[y_];
+  void run(Exec& e) const override {
+    const std::uint8_t* a = e.in<std::uint8_t>(0);
+    const std::uint8_t* b = e.in<std::uint8_t>(1);
+    std::uint8_t* y = e.out<std::uint8_t>(0);
     const std::uint8_t* t = table_.data();
     for (std::size_t i = 0; i < n_; ++i) y[i] = t[(static_cast<std::size_t>(a[i]) << 8) | b[i]];
   }
 
  private:
-  std::uint32_t a_, b_, y_;
   std::size_t n_;
   bool unsigned_;
   std::int32_t za_ = 0, zb_ = 0, zo_ = 0, lo_ = 0, hi_ = 0;
@@ -314,10 +306,10 @@ class AddCommand : public Command {
 };
 
 // -- MEAN over H, W of a widened tensor, rounded half away from zero, then narrowed ---------------
-class MeanCommand : public Command {
+class MeanCommand final : public Command {
  public:
-  MeanCommand(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& widen, const std::vector<std::int32_t>& p)
-      : x_(x), y_(y), widen_(widen.as<std::int32_t>()) {
+  MeanCommand(const Tensor& tx, const Tensor& ty, const Constant& widen, const std::vector<std::int32_t>& p)
+      : widen_(widen.as<std::int32_t>()) {
     need_params(p, 7, "mean");
     need_4d_batch1(tx, "mean input");
     need_4d_batch1(ty, "mean output");
@@ -329,11 +321,13 @@ class MeanCommand : public Command {
     if (n_ == 0 || n_ > (std::size_t{1} << 31)) bad("mean: window of " + std::to_string(n_) + " elements");
     narrow_ = Narrow::read(p.data(), ty);
     out_unsigned_ = ty.spec.dtype == ACCEL_UINT8;
+    scratch_bytes = c_ * sizeof(std::int64_t);  // the channel sums
   }
-  void run(Buffers& b) const override {
-    const std::uint8_t* in = b.ptr[x_];
-    std::uint8_t* out = b.ptr[y_];
-    std::vector<std::int64_t> sum(c_, 0);
+  void run(Exec& e) const override {
+    const std::uint8_t* in = e.in<std::uint8_t>(0);
+    std::uint8_t* out = e.out<std::uint8_t>(0);
+    std::int64_t* sum = reinterpret_cast<std::int64_t*>(e.scratch);
+    std::fill(sum, sum + c_, 0);
     for (std::size_t i = 0; i < n_; ++i) {
       const std::uint8_t* row = in + i * c_;
       for (std::size_t c = 0; c < c_; ++c) sum[c] += widen_[row[c]];
@@ -350,7 +344,6 @@ class MeanCommand : public Command {
   }
 
  private:
-  std::uint32_t x_, y_;
   const std::int32_t* widen_;
   std::size_t c_ = 0, n_ = 0;
   Narrow narrow_;
@@ -358,11 +351,11 @@ class MeanCommand : public Command {
 };
 
 // -- AVGPOOL: window sums of the widened values / counts[oh][ow], rounded half away, narrowed -----
-class AvgPoolCommand : public Command {
+class AvgPoolCommand final : public Command {
  public:
-  AvgPoolCommand(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& widen, const Constant& counts,
-                 const std::vector<std::int32_t>& p)
-      : x_(x), y_(y), widen_(widen.as<std::int32_t>()), counts_(counts.as<std::int32_t>()) {
+  AvgPoolCommand(const Tensor& tx, const Tensor& ty, const Constant& widen, const Constant& counts, const std::vector<std::int32_t>& p,
+                 int threads)
+      : widen_(widen.as<std::int32_t>()), counts_(counts.as<std::int32_t>()) {
     need_params(p, 13, "avgpool");
     need_4d_batch1(tx, "avgpool input");
     need_4d_batch1(ty, "avgpool output");
@@ -383,49 +376,60 @@ class AvgPoolCommand : public Command {
     if ((oh_ - 1) * sh_ - pt_ >= h_ + kh_ || (ow_ - 1) * sw_ - pl_ >= w_ + kw_) bad("avgpool: windows past the input");
     narrow_ = Narrow::read(p.data() + 6, ty);
     out_unsigned_ = ty.spec.dtype == ACCEL_UINT8;
+    // bands of output rows on the handle's threads (one for a small pool), each with its channel sums in the scratch
+    const double work = static_cast<double>(oh_) * static_cast<double>(ow_ * c_) * static_cast<double>(kh_ * kw_);
+    bands_ = std::min<std::size_t>(static_cast<std::size_t>(accel_sdk::threads_for(work, threads)), static_cast<std::size_t>(std::max<std::int64_t>(oh_, 1)));
+    sums_bytes_ = accel_sdk::align_up(static_cast<std::size_t>(c_) * sizeof(std::int64_t));
+    scratch_bytes = bands_ * sums_bytes_;
   }
-  void run(Buffers& b) const override {
-    const std::uint8_t* in = b.ptr[x_];
-    std::uint8_t* out = b.ptr[y_];
-    const std::size_t c = static_cast<std::size_t>(c_);
-    accel_sdk::parallel_for(static_cast<std::size_t>(oh_), [&](std::size_t oy) {
-      std::vector<std::int64_t> sum(c);
-      for (std::int64_t ox = 0; ox < ow_; ++ox) {
-        std::fill(sum.begin(), sum.end(), 0);
-        const std::int64_t y0 = static_cast<std::int64_t>(oy) * sh_ - pt_, x0 = ox * sw_ - pl_;
-        for (std::int64_t ky = std::max<std::int64_t>(0, -y0); ky < kh_ && y0 + ky < h_; ++ky) {
-          for (std::int64_t kx = std::max<std::int64_t>(0, -x0); kx < kw_ && x0 + kx < w_; ++kx) {
-            const std::uint8_t* px = in + ((y0 + ky) * w_ + (x0 + kx)) * c_;
-            for (std::size_t ch = 0; ch < c; ++ch) sum[ch] += widen_[px[ch]];
-          }
-        }
-        const std::int64_t n = counts_[oy * ow_ + ox];
-        const std::size_t base = (oy * ow_ + ox) * c;
-        for (std::size_t ch = 0; ch < c; ++ch) {
-          const std::int64_t s = sum[ch];
-          const std::int64_t mag = (2 * (s < 0 ? -s : s) + n) / (2 * n);
-          const std::int32_t v = narrow_(s < 0 ? -mag : mag);
-          if (out_unsigned_) store<std::uint8_t>(out, base + ch, v); else store<std::int8_t>(out, base + ch, v);
-        }
-      }
+  void run(Exec& e) const override {
+    const std::uint8_t* in = e.in<std::uint8_t>(0);
+    std::uint8_t* out = e.out<std::uint8_t>(0);
+    const std::size_t oh = static_cast<std::size_t>(oh_);
+    dnn::parallel(bands_, [&](std::size_t band) {
+      std::int64_t* sum = reinterpret_cast<std::int64_t*>(e.scratch + band * sums_bytes_);
+      for (std::size_t oy = oh * band / bands_; oy < oh * (band + 1) / bands_; ++oy) row(in, out, sum, oy);
     });
   }
 
  private:
-  std::uint32_t x_, y_;
+  // Output row oy; sum: c_ int64.
+  void row(const std::uint8_t* in, std::uint8_t* out, std::int64_t* sum, std::size_t oy) const {
+    const std::size_t c = static_cast<std::size_t>(c_);
+    for (std::int64_t ox = 0; ox < ow_; ++ox) {
+      std::fill(sum, sum + c, 0);
+      const std::int64_t y0 = static_cast<std::int64_t>(oy) * sh_ - pt_, x0 = ox * sw_ - pl_;
+      for (std::int64_t ky = std::max<std::int64_t>(0, -y0); ky < kh_ && y0 + ky < h_; ++ky) {
+        for (std::int64_t kx = std::max<std::int64_t>(0, -x0); kx < kw_ && x0 + kx < w_; ++kx) {
+          const std::uint8_t* px = in + ((y0 + ky) * w_ + (x0 + kx)) * c_;
+          for (std::size_t ch = 0; ch < c; ++ch) sum[ch] += widen_[px[ch]];
+        }
+      }
+      const std::int64_t n = counts_[oy * ow_ + ox];
+      const std::size_t base = (oy * ow_ + ox) * c;
+      for (std::size_t ch = 0; ch < c; ++ch) {
+        const std::int64_t s = sum[ch];
+        const std::int64_t mag = (2 * (s < 0 ? -s : s) + n) / (2 * n);
+        const std::int32_t v = narrow_(s < 0 ? -mag : mag);
+        if (out_unsigned_) store<std::uint8_t>(out, base + ch, v); else store<std::int8_t>(out, base + ch, v);
+      }
+    }
+  }
+
   const std::int32_t* widen_;
   const std::int32_t* counts_;
   std::int64_t kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1, pt_ = 0, pl_ = 0, h_ = 0, w_ = 0, c_ = 0, oh_ = 0, ow_ = 0;
   Narrow narrow_;
   bool out_unsigned_ = true;
+  std::size_t bands_ = 1, sums_bytes_ = 0;
 };
 
-// -- MAXPOOL through oneDNN (padding never wins) ------------------------------------------------
-class MaxPoolCommand : public Command {
+// -- MAXPOOL: accel-sdk's onednn::Pool (padding never wins) ------------------------------------
+// On the handle's threads, or one for a small pool (oneDNN partitions a primitive's work for the count
+// it is created with, so it is created and run under the same count); its scratchpad is the run's.
+class MaxPoolCommand final : public Command {
  public:
-  // One thread (pooling is cheap next to the convolutions): no OpenMP team to spin beside the sdk's pool.
-  MaxPoolCommand(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const std::vector<std::int32_t>& p)
-      : x_(x), y_(y), threads_(1) {
+  MaxPoolCommand(const Tensor& tx, const Tensor& ty, const std::vector<std::int32_t>& p, int threads) {
     need_params(p, 8, "maxpool");
     need_4d_batch1(tx, "maxpool input");
     need_4d_batch1(ty, "maxpool output");
@@ -436,44 +440,37 @@ class MaxPoolCommand : public Command {
     if (win.pt >= win.kh || win.pl >= win.kw) bad("maxpool: padding must be smaller than the window");
     const auto g = accel_sdk::geometry::conv2d(dim(tx, 1), dim(tx, 2), win);
     if (g.oh != dim(ty, 1) || g.ow != dim(ty, 2) || dim(ty, 3) != dim(tx, 3)) bad("maxpool: output shape " + ty.spec.describe() + " does not follow from the window");
-    // the bottom/right padding oneDNN needs for these outputs (ceil mode's last windows may reach past it)
-    using dims = dnnl::memory::dims;
+    dnn::PoolSpec spec;
+    spec.kind = dnn::PoolSpec::Kind::max;
+    spec.strides = {win.sh, win.sw};
+    spec.kernel = {win.kh, win.kw};
+    spec.pad_begin = {win.pt, win.pl};
+    spec.pad_end = {win.pb, win.pr};  // the bottom/right padding oneDNN needs for these outputs (ceil mode)
     const auto dt = dnn::data_type(tx.spec.dtype);
-    src_ = dnnl::memory::desc(dims{1, dim(tx, 3), dim(tx, 1), dim(tx, 2)}, dt, dnnl::memory::format_tag::nhwc);
-    dst_ = dnnl::memory::desc(dims{1, dim(ty, 3), dim(ty, 1), dim(ty, 2)}, dt, dnnl::memory::format_tag::nhwc);
+    const double work = static_cast<double>(ty.spec.shape.elements()) * static_cast<double>(win.kh * win.kw);
+    threads_ = accel_sdk::threads_for(work, threads);
     dnn::ThreadScope scope(threads_);
-    prim_ = dnn::guard("max pooling create", [&] {
-      auto pd = dnnl::pooling_forward::primitive_desc(dnn::engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src_, dst_,
-                                                      dims{win.sh, win.sw}, dims{win.kh, win.kw}, dims{0, 0}, dims{win.pt, win.pl}, dims{win.pb, win.pr});
-      return dnnl::pooling_forward(pd);
-    });
+    pool_ = dnn::Pool(spec, dnnl::memory::desc({1, dim(tx, 3), dim(tx, 1), dim(tx, 2)}, dt, dnnl::memory::format_tag::nhwc),
+                      dnnl::memory::desc({1, dim(ty, 3), dim(ty, 1), dim(ty, 2)}, dt, dnnl::memory::format_tag::nhwc));
+    scratch_bytes = pool_.scratch_bytes();
   }
-  void run(Buffers& b) const override {
+  void run(Exec& e) const override {
     dnn::ThreadScope scope(threads_);
-    dnn::Stream s;
-    dnn::guard("max pooling run", [&] {
-      dnnl::memory src(src_, dnn::engine(), b.ptr[x_]);
-      dnnl::memory dst(dst_, dnn::engine(), b.ptr[y_]);
-      prim_.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-      s.wait();
-    });
+    pool_.execute(e.call.stream(), e.in(0), e.out(0), e.scratch);
   }
 
  private:
-  std::uint32_t x_, y_;
-  int threads_;
-  dnnl::memory::desc src_, dst_;
-  dnnl::pooling_forward prim_;
+  int threads_ = 1;
+  dnn::Pool pool_;
 };
 
 // -- CONV / FC: oneDNN int8 accumulation (exact on every CPU) + the sdk's banded requantize ---------
 // conv params: [kh, kw, sh, sw, pt, pl, pb, pr, groups, in_zp, out_zp, act_min, act_max]; fc params: the last four.
 // constants: weights int8 (conv OHWI, fc OI), bias int32[O], multiplier int32[O], shift int32[O].
-class LinearCommand : public Command {
+class LinearCommand final : public Command {
  public:
-  LinearCommand(std::uint32_t x, std::uint32_t y, const dnn::IntConvSpec& spec, const Tensor& ty, const Constant& bias,
-                const Constant& mult, const Constant& shift, std::int32_t out_zp, std::int32_t lo, std::int32_t hi, int threads)
-      : x_(x), y_(y) {
+  LinearCommand(const dnn::IntConvSpec& spec, const Tensor& ty, const Constant& bias, const Constant& mult, const Constant& shift,
+                std::int32_t out_zp, std::int32_t lo, std::int32_t hi, int threads) {
     const std::size_t oc = static_cast<std::size_t>(spec.shape.out_channels);
     for (const Constant* c : {&bias, &mult, &shift}) {
       if (c->dtype != ACCEL_INT32 || c->elements != oc) bad("bias, multipliers and shifts must be " + std::to_string(oc) + " int32 each");
@@ -507,10 +504,9 @@ class LinearCommand : public Command {
     const std::int64_t band_rows = bandable ? std::min(rows, oh) : -1;
     op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, n, band_rows);
   }
-  void run(Buffers& b) const override { op_->run(b.ptr[x_], b.ptr[y_]); }
+  void run(Exec& e) const override { op_->run(e.in(0), e.out(0)); }
 
  private:
-  std::uint32_t x_, y_;
   std::unique_ptr<dnn::IntConvRequantize> op_;
 };
 
@@ -519,8 +515,8 @@ void need_zero_point(std::int64_t zp, const Tensor& t, const char* what) {
   need_range(zp, u8 ? 0 : -128, u8 ? 255 : 127, what);
 }
 
-std::unique_ptr<Command> make_conv(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& w, const Constant& bias,
-                                   const Constant& mult, const Constant& shift, const std::vector<std::int32_t>& p, int threads) {
+std::unique_ptr<Command> make_conv(const Tensor& tx, const Tensor& ty, const Constant& w, const Constant& bias, const Constant& mult,
+                                   const Constant& shift, const std::vector<std::int32_t>& p, int threads) {
   need_params(p, 13, "conv");
   need_4d_batch1(tx, "conv input");
   need_4d_batch1(ty, "conv output");
@@ -547,11 +543,11 @@ std::unique_ptr<Command> make_conv(std::uint32_t x, std::uint32_t y, const Tenso
   spec.weight_dtype = ACCEL_INT8;
   spec.weights = w.data.data();
   spec.weight_layout = dnn::WeightLayout::ohwi;
-  return std::make_unique<LinearCommand>(x, y, spec, ty, bias, mult, shift, p[10], p[11], p[12], threads);
+  return std::make_unique<LinearCommand>(spec, ty, bias, mult, shift, p[10], p[11], p[12], threads);
 }
 
-std::unique_ptr<Command> make_fc(std::uint32_t x, std::uint32_t y, const Tensor& tx, const Tensor& ty, const Constant& w, const Constant& bias,
-                                 const Constant& mult, const Constant& shift, const std::vector<std::int32_t>& p, int threads) {
+std::unique_ptr<Command> make_fc(const Tensor& tx, const Tensor& ty, const Constant& w, const Constant& bias, const Constant& mult,
+                                 const Constant& shift, const std::vector<std::int32_t>& p, int threads) {
   need_params(p, 4, "fc");
   if (tx.spec.shape.rank() != 2 || ty.spec.shape.rank() != 2 || dim(tx, 0) != dim(ty, 0)) bad("fc: input and output must be [M, K] and [M, N]");
   if (!is_8bit(tx) || !is_8bit(ty)) bad("fc: input and output must be uint8 or int8");
@@ -560,7 +556,7 @@ std::unique_ptr<Command> make_fc(std::uint32_t x, std::uint32_t y, const Tensor&
   if (w.dtype != ACCEL_INT8 || w.elements != accel_sdk::checked_mul(static_cast<std::size_t>(n), static_cast<std::size_t>(k), "weights")) bad("fc: weights must be N x K int8");
   need_zero_point(p[0], tx, "input zero point");
   const dnn::IntConvSpec spec = dnn::dense_spec(m, k, n, tx.spec.dtype, p[0], ACCEL_INT8, w.data.data());
-  return std::make_unique<LinearCommand>(x, y, spec, ty, bias, mult, shift, p[1], p[2], p[3], threads);
+  return std::make_unique<LinearCommand>(spec, ty, bias, mult, shift, p[1], p[2], p[3], threads);
 }
 
 class EthosnRuntime {
@@ -568,7 +564,11 @@ class EthosnRuntime {
   static std::unique_ptr<EthosnRuntime> create(BlobReader& blob, const accel_sdk::RuntimeOptions& options) {
     auto rt = std::make_unique<EthosnRuntime>();
     rt->threads_ = options.threads;
-    rt->parse(blob);
+    {
+      dnn::ThreadScope scope(rt->threads_);  // oneDNN primitives are created for the count they run with
+      rt->parse(blob);
+    }
+    rt->plan();
     const char* prof = std::getenv("ETHOSN_PROFILE");
     if (prof != nullptr && *prof != '\0' && *prof != '0') {
       rt->profile_.reset(new std::atomic<std::uint64_t>[10]);
@@ -582,25 +582,29 @@ class EthosnRuntime {
   void run(const std::vector<TensorView>& inputs, std::vector<TensorView>& outputs) const {
     accel_sdk::check_tensors("input", inputs, in_specs_);
     accel_sdk::check_tensors("output", outputs, out_specs_);
-    std::unique_ptr<std::uint8_t[]> arena(new std::uint8_t[arena_ + 1]);
-    Buffers b;
-    b.ptr.assign(tensors_.size(), nullptr);
+    dnn::Call call(threads_);
+    const accel_sdk::ArenaPool::Lease arena = pool_->take();
+    std::vector<void*> ptr(tensors_.size());
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       const Tensor& tensor = tensors_[t];
-      if (tensor.kind == ARENA) b.ptr[t] = arena.get() + tensor.slot;
-      else if (tensor.kind == INPUT) b.ptr[t] = raw(inputs[tensor.slot]);
-      else b.ptr[t] = raw(outputs[tensor.slot]);
+      if (tensor.kind == ARENA) ptr[t] = arena.data() + tensor.slot;
+      else if (tensor.kind == INPUT) ptr[t] = inputs[tensor.slot].data();
+      else ptr[t] = outputs[tensor.slot].data();
     }
-    if (!profile_) {
-      for (const auto& cmd : commands_) cmd->run(b);
-      return;
-    }
+    std::uint8_t* scratch = arena.data() + scratch_at_;
     for (std::size_t i = 0; i < commands_.size(); ++i) {
+      const Command& cmd = *commands_[i];
+      Exec e{ptr.data(), scratch, call, cmd.ins, cmd.outs};
+      if (!profile_) {
+        cmd.run(e);
+        continue;
+      }
       const auto t0 = std::chrono::steady_clock::now();
-      commands_[i]->run(b);
+      cmd.run(e);
       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
       profile_[opcodes_[i]].fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
     }
+    call.finish();
   }
 
   // ETHOSN_PROFILE=1: time spent per command kind, printed to stderr when the stream is unloaded.
@@ -616,14 +620,14 @@ class EthosnRuntime {
   }
 
  private:
-  static std::uint8_t* raw(const TensorView& v) { return static_cast<std::uint8_t*>(const_cast<void*>(v.data())); }
-
   void parse(BlobReader& blob) {
     blob.expect_magic("ETHN");
     blob.expect_version(kVersion, kVersion);
     blob.read_in_range<std::uint8_t>(1, 8, "tops");
     blob.read_in_range<std::uint8_t>(2, 4, "ple_ratio");
-    blob.read<std::uint32_t>("sram KiB");
+    const std::size_t sram_at = blob.offset();
+    const auto sram = blob.read_in_range<std::uint32_t>(1, kMaxSramKib, "sram KiB");
+    if ((sram & (sram - 1)) != 0) blob.fail_at(sram_at, "sram KiB=" + std::to_string(sram) + ", must be a power of two");
     arena_ = blob.read_in_range<std::uint64_t>(0, kMaxArena, "arena bytes");
     const std::uint32_t n_in = blob.read_in_range<std::uint32_t>(0, 1u << 16, "input count");
     const std::uint32_t n_out = blob.read_in_range<std::uint32_t>(1, 1u << 16, "output count");
@@ -702,7 +706,6 @@ class EthosnRuntime {
     const std::uint32_t n = blob.read_count(17, "command count", kMaxCommands);
     std::vector<bool> defined(tensors_.size(), false), written(tensors_.size(), false);
     for (std::size_t t = 0; t < tensors_.size(); ++t) defined[t] = tensors_[t].kind == INPUT;
-    const int threads = threads_;
     for (std::uint32_t i = 0; i < n; ++i) {
       const std::size_t at = blob.offset();
       const auto op = blob.read_in_range<std::uint8_t>(CONV, CONCAT, "opcode");
@@ -727,7 +730,9 @@ class EthosnRuntime {
         if (c >= constants_.size()) blob.fail_at(at, where + ": constant id " + std::to_string(c) + " out of range");
       }
       try {
-        commands_.push_back(make(op, ins, outs, consts, params, threads));
+        commands_.push_back(make(op, ins, outs, consts, params));
+        commands_.back()->ins = ins;
+        commands_.back()->outs = outs;
         opcodes_.push_back(op);
       } catch (const accel_sdk::BlobError&) {
         throw;
@@ -741,9 +746,19 @@ class EthosnRuntime {
     }
   }
 
+  // The arena a run borrows: the stream's planned intermediates, then the scratch of whichever command runs
+  // (they run one at a time, so one region, as large as the largest command's).
+  void plan() {
+    std::size_t scratch = 0;
+    for (const auto& cmd : commands_) scratch = std::max(scratch, cmd->scratch_bytes);
+    scratch_at_ = accel_sdk::align_up(static_cast<std::size_t>(arena_));
+    pool_ = std::make_unique<accel_sdk::ArenaPool>(scratch_at_ + accel_sdk::align_up(scratch));
+  }
 
+  // A command's ins / outs are the stream's (set by read_commands); constants and threads are bound here.
   std::unique_ptr<Command> make(std::uint8_t op, const std::vector<std::uint32_t>& ins, const std::vector<std::uint32_t>& outs,
-                                const std::vector<std::uint32_t>& consts, const std::vector<std::int32_t>& p, int threads) const {
+                                const std::vector<std::uint32_t>& consts, const std::vector<std::int32_t>& p) const {
+    const int threads = threads_;
     auto arity = [&](std::size_t ni, std::size_t no, std::size_t nc, const char* what) {
       if (ins.size() != ni || outs.size() != no || consts.size() != nc) {
         bad(std::string(what) + ": " + std::to_string(ins.size()) + " inputs, " + std::to_string(outs.size()) + " outputs, " + std::to_string(consts.size()) +
@@ -757,35 +772,35 @@ class EthosnRuntime {
         arity(1, 1, 1, "lut");
         need_params(p, 1, "lut");
         need_range(p[0], 0, 1, "per-channel flag");
-        return std::make_unique<LutCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), p[0] != 0);
+        return std::make_unique<LutCommand>(T(ins[0]), T(outs[0]), C(0), p[0] != 0);
       case GATHER:
         arity(1, 1, 1, "gather");
         need_params(p, 2, "gather");
-        return std::make_unique<GatherCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), p[0], p[1]);
+        return std::make_unique<GatherCommand>(T(ins[0]), T(outs[0]), C(0), p[0], p[1]);
       case CONCAT: {
         if (ins.empty() || outs.size() != 1 || !consts.empty()) bad("concat: needs inputs, one output and no constants");
         std::vector<const Tensor*> txs;
         for (std::uint32_t id : ins) txs.push_back(&T(id));
-        return std::make_unique<ConcatCommand>(ins, outs[0], txs, T(outs[0]), p);
+        return std::make_unique<ConcatCommand>(txs, T(outs[0]), p);
       }
       case ADD:
         arity(2, 1, 0, "add");
-        return std::make_unique<AddCommand>(ins[0], ins[1], outs[0], T(ins[0]), T(ins[1]), T(outs[0]), p);
+        return std::make_unique<AddCommand>(T(ins[0]), T(ins[1]), T(outs[0]), p);
       case MEAN:
         arity(1, 1, 1, "mean");
-        return std::make_unique<MeanCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), p);
+        return std::make_unique<MeanCommand>(T(ins[0]), T(outs[0]), C(0), p);
       case AVGPOOL:
         arity(1, 1, 2, "avgpool");
-        return std::make_unique<AvgPoolCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), C(1), p);
+        return std::make_unique<AvgPoolCommand>(T(ins[0]), T(outs[0]), C(0), C(1), p, threads);
       case MAXPOOL:
         arity(1, 1, 0, "maxpool");
-        return std::make_unique<MaxPoolCommand>(ins[0], outs[0], T(ins[0]), T(outs[0]), p);
+        return std::make_unique<MaxPoolCommand>(T(ins[0]), T(outs[0]), p, threads);
       case CONV:
         arity(1, 1, 4, "conv");
-        return make_conv(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), C(1), C(2), C(3), p, threads);
+        return make_conv(T(ins[0]), T(outs[0]), C(0), C(1), C(2), C(3), p, threads);
       case FC:
         arity(1, 1, 4, "fc");
-        return make_fc(ins[0], outs[0], T(ins[0]), T(outs[0]), C(0), C(1), C(2), C(3), p, threads);
+        return make_fc(T(ins[0]), T(outs[0]), C(0), C(1), C(2), C(3), p, threads);
       default:
         bad("unknown opcode " + std::to_string(op));
     }
@@ -798,6 +813,8 @@ class EthosnRuntime {
   std::unique_ptr<std::atomic<std::uint64_t>[]> profile_;
   std::vector<TensorSpec> in_specs_, out_specs_;
   std::uint64_t arena_ = 0;
+  std::size_t scratch_at_ = 0;
+  std::unique_ptr<accel_sdk::ArenaPool> pool_;
   int threads_ = 1;
 };
 

@@ -76,3 +76,18 @@ def test_corrupted_streams_are_refused():
     s = _stream()
     s.commands[0].params = s.commands[0].params[:-1]
     _refused(s.to_bytes(), "parameters")
+
+
+@pytest.mark.parametrize("kib", [0, 3, 1000, 128 * 1024, 0xFFFFFFFF])
+def test_sram_size_outside_the_options_is_refused(kib):
+    """The header's SRAM size is one EthosnOptions allows: a power of two, 1 KiB to 64 MiB."""
+    s = _stream()
+    s.config = (1, 2, kib)
+    _refused(s.to_bytes(), r"sram KiB=%d, must be (in \[1, 65536\]|a power of two)" % kib)
+
+
+@pytest.mark.parametrize("kib", [1, 256, 2048, 64 * 1024])
+def test_sram_sizes_the_options_allow_load(kib):
+    s = _stream()
+    s.config = (1, 2, kib)
+    _runtime.Runtime(s.to_bytes())

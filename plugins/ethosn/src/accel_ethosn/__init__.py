@@ -1,12 +1,14 @@
 """accel-ethosn: the Arm Ethos-N NPU backend for accel.
 
 Quantized networks only (uint8 / int8 activations, NHWC, batch 1, rank ≤ 4).
-:mod:`accel_ethosn.support` answers "is it supported?" with a reason for every
-refusal; :mod:`accel_ethosn.compiler` turns each partition into a binary
-command stream whose memory is planned at compile time; the C++ runtime
-(``src/runtime.cpp``) validates a stream once and executes it, bit-exact with
-accel's quantized reference kernels. docs/backends/ethosn.md has the details
-and the stream format.
+Laid out as every plugin: :mod:`accel_ethosn.support` answers "is it
+supported?" with a reason for every refusal (``PATTERNS``, ``OP_CHECKS``);
+:mod:`accel_ethosn.serializer` turns each partition into a binary command
+stream, compiled by :mod:`accel_ethosn.compiler` with its memory planned at
+compile time; :mod:`accel_ethosn.options` is the NPU configuration; the C++
+runtime (``src/runtime.cpp``) validates a stream once and executes it,
+bit-exact with accel's quantized reference kernels. docs/backends/ethosn.md has
+the details and the stream format.
 
 accel finds the backend through the entry point in pyproject.toml (group
 ``accel.backends``), which names this module; its hook registers
@@ -15,24 +17,18 @@ accel finds the backend through the entry point in pyproject.toml (group
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping, Sequence
-from types import ModuleType
+from accel_sdk.backend import PluginBackend
 
-from accel_sdk.openmp import sleep_idle_threads
-
-from accel.backend import Backend, Check, CostHints, PatternEntry, RegionInfo
+from accel.backend import CostHints, RegionInfo
 from accel.hookspecs import hookimpl
 from accel.ir import Graph
-from accel_ethosn import support
+from accel_ethosn import serializer, support
 from accel_ethosn.options import EthosnOptions
 
 __version__ = "0.1.0"
 
-log = logging.getLogger(__name__)
 
-
-class EthosnBackend(Backend):
+class EthosnBackend(PluginBackend):
     """Arm Ethos-N semantics on the host CPU: the support table, the command-stream compiler and its runtime."""
 
     name = "ethosn"
@@ -41,12 +37,7 @@ class EthosnBackend(Backend):
     layout = "NHWC"
     Options = EthosnOptions
     cost = CostHints(min_work=1)
-
-    def pattern_table(self) -> Sequence[PatternEntry]:
-        return [PatternEntry(name, build(), check) for name, build, check in support.COMPOSITES]
-
-    def op_checks(self) -> Mapping[str, Check]:
-        return dict(support.OP_CHECKS)
+    support = support
 
     def profitability(self, region: RegionInfo) -> str | None:
         """A region without multiply-accumulates that does no more than touch each byte it copies in and out
@@ -61,28 +52,10 @@ class EthosnBackend(Backend):
             )
         return reason
 
-    def compile_partition(self, graph: Graph):  # -> compiler.CommandStream
-        """One partition → its command stream (before serialization)."""
-        from accel_ethosn.compiler import compile_partition
-
-        opts = self.options
-        assert isinstance(opts, EthosnOptions)
-        return compile_partition(graph, (opts.tops, opts.ple_ratio, opts.sram_bytes // 1024))
-
     def serialize(self, graph: Graph) -> bytes:
-        stream = self.compile_partition(graph)
         opts = self.options
         assert isinstance(opts, EthosnOptions)
-        log.info("ethosn: %s", stream.summary())
-        if stream.arena_size > opts.sram_bytes:
-            log.info("ethosn: the arena (%d bytes) exceeds the SRAM (%d bytes)", stream.arena_size, opts.sram_bytes)
-        return stream.to_bytes()
-
-    def runtime_module(self) -> ModuleType:
-        sleep_idle_threads()
-        from accel_ethosn import _runtime
-
-        return _runtime
+        return serializer.serialize(graph, opts)
 
 
 @hookimpl

@@ -7,9 +7,11 @@ of Arm's Ethos-N support library as TVM's integration reported it
 the backend receives it: NHWC activations, OHWI convolution weights.
 
 Tensors: quantized uint8 / int8 (int32 only for biases and accumulators
-inside composites), NHWC, batch 1, rank at most 4. The composites are the
-patterns of :func:`pattern_table`; single ops are the keys of
-:func:`op_checks`.
+inside composites), NHWC, batch 1, rank at most 4. The composites are
+:data:`PATTERNS` (name, pattern, check), in priority order; single ops are the
+keys of :data:`OP_CHECKS`. The sentences are written with
+:mod:`accel_sdk.reasons`, in the words Arm's library uses ("batch size",
+"data format").
 """
 
 from __future__ import annotations
@@ -18,12 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from accel_sdk.reasons import Reason, must_be, must_be_at_most, must_equal
 
 from accel import quant
 from accel.ir import Node, TensorType, Value
 from accel.pattern import Match, Pattern, is_constant, is_op, wildcard
-
-Reason = str | None
 
 #: dtypes an ethosn tensor may have (int32: biases and accumulators inside a composite).
 DTYPES = ("uint8", "int8", "int32")
@@ -39,23 +40,16 @@ MAX_OVERALL_SCALE = 65536.0
 
 
 def check_rank(t: TensorType) -> Reason:
-    if t.rank > MAX_RANK:
-        return f"dimensions={t.rank}, dimensions must be <= {MAX_RANK};"
-    return None
+    reason = must_be_at_most("dimensions", t.rank, MAX_RANK)
+    return reason and f"{reason};"  # Arm's library ends this one with a semicolon
 
 
 def check_dtype(t: TensorType, allowed: Sequence[str] = DTYPES) -> Reason:
-    if t.dtype not in allowed:
-        if tuple(allowed) == DTYPES:
-            return f"dtype='{t.dtype}', dtype must be either uint8, int8 or int32"
-        return f"dtype='{t.dtype}', dtype must be either {', '.join(allowed[:-1])} or {allowed[-1]}"
-    return None
+    return must_be("dtype", t.dtype, allowed, quote=True, either=True)
 
 
 def check_batch(t: TensorType) -> Reason:
-    if t.rank == 4 and t.shape[0] != 1:
-        return f"batch size={t.shape[0]}, batch size must = 1"
-    return None
+    return must_equal("batch size", t.shape[0], 1) if t.rank == 4 else None
 
 
 def check_activation(t: TensorType, *, quantized: bool = True) -> Reason:
@@ -64,10 +58,8 @@ def check_activation(t: TensorType, *, quantized: bool = True) -> Reason:
     ``quantized=False``: for ops that only select elements (max pooling, moves), plain 8-bit integers too.
     """
     reason = check_rank(t) or check_dtype(t) or check_dtype(t, ACT_DTYPES) or check_batch(t)
-    if reason:
+    if reason or (t.quant is None and not quantized):
         return reason
-    if t.quant is None and not quantized:
-        return None
     if t.quant is None:
         return f"tensor {t} is not quantized: the NPU computes on quantized tensors only"
     if t.quant.axis is not None:
@@ -84,9 +76,7 @@ def check_tensors(values: Sequence[Value], *, quantized: bool = True) -> Reason:
 
 
 def check_layout(layout: str) -> Reason:
-    if layout != "NHWC":
-        return f"data format={layout}, data format must = NHWC"
-    return None
+    return must_equal("data format", layout, "NHWC")
 
 
 def _qp(t: TensorType) -> tuple[np.ndarray, np.ndarray]:
@@ -147,8 +137,9 @@ def _pad_amounts(pad: Node) -> list[tuple[int, int]]:
 
 
 def check_pad(pad: Node) -> Reason:
-    if pad.attrs["pad_mode"] != "constant":
-        return f"pad mode={pad.attrs['pad_mode']}, pad mode must = constant"
+    reason = must_equal("pad mode", pad.attrs["pad_mode"], "constant")
+    if reason:
+        return reason
     pairs = _pad_amounts(pad)
     if len(pairs) != 4 or pairs[0] != (0, 0) or pairs[3] != (0, 0):
         return f"pad_width={[list(p) for p in pairs]}: only height and width may be padded"
@@ -174,18 +165,14 @@ def check_conv2d_match(m: Match) -> Reason:
 
 def check_conv2d_attrs(a: Mapping[str, Any], data: TensorType, weight: TensorType) -> Reason:
     """The attribute rules of a quantized convolution (NHWC data, OHWI weights)."""
-    reason = check_layout(a["data_layout"])
-    if reason:
-        return reason
-    if a["kernel_layout"] != "OHWI":
-        return f"weight format={a['kernel_layout']}, weight format must = OHWI"
-    strides = list(a["strides"])
-    if len(strides) != 2:
-        return f"stride size={len(strides)}, stride size must = 2"
-    dilation = list(a["dilation"])
-    if dilation != [1, 1]:
-        return f"dilation={dilation}, dilation must = [1, 1]"
-    reason = check_rank(data) or check_batch(data)
+    reason = (
+        check_layout(a["data_layout"])
+        or must_equal("weight format", a["kernel_layout"], "OHWI")
+        or must_equal("stride size", len(a["strides"]), 2)
+        or must_equal("dilation", list(a["dilation"]), [1, 1])
+        or check_rank(data)
+        or check_batch(data)
+    )
     if reason:
         return reason
     channels = data.shape[-1]
@@ -218,20 +205,17 @@ def check_conv2d_transpose_match(m: Match) -> Reason:
     """``ethosn.qnn_conv2d_transpose``: ``qnn.conv2d_transpose(const) → bias_add? → relu? → qnn.requantize``."""
     conv = m.node("conv")
     a = conv.attrs
-    reason = check_layout(a["data_layout"])
+    strides = list(a["strides"])
+    reason = check_layout(a["data_layout"]) or must_equal("stride size", len(strides), 2)
     if reason:
         return reason
-    strides = list(a["strides"])
-    if len(strides) != 2:
-        return f"stride size={len(strides)}, stride size must = 2"
     if strides not in ([1, 1], [2, 2]):
         return f"strides={strides}, strides must = [1, 1] or [2, 2]"
-    dilation = list(a["dilation"])
-    if dilation != [1, 1]:
-        return f"dilation={dilation}, dilation must = [1, 1]"
-    if a["groups"] != 1:
-        return f"groups={a['groups']}, groups must = 1"
-    reason = check_batch(conv.inputs[0].type)
+    reason = (
+        must_equal("dilation", list(a["dilation"]), [1, 1])
+        or must_equal("groups", a["groups"], 1)
+        or check_batch(conv.inputs[0].type)
+    )
     if reason:
         return reason
     return check_linear_tail(m, conv, out_channels=conv.outputs[0].type.shape[-1])
@@ -241,25 +225,18 @@ def check_fc_match(m: Match) -> Reason:
     """``ethosn.qnn_fc``: ``qnn.dense(const) → nn.bias_add(const)? → nn.relu? → qnn.requantize``."""
     dense = m.node("dense")
     data = dense.inputs[0].type
-    if data.rank != 2:
-        return f"dimensions={data.rank}, dimensions must = 2"
-    if data.shape[0] != 1:
-        return f"batch size={data.shape[0]}, batch size must = 1"
-    return check_linear_tail(m, dense, out_channels=dense.outputs[0].type.shape[-1])
+    return (
+        must_equal("dimensions", data.rank, 2)
+        or must_equal("batch size", data.shape[0], 1)
+        or check_linear_tail(m, dense, out_channels=dense.outputs[0].type.shape[-1])
+    )
 
 
 # -- pooling and mean ---------------------------------------------------------------------
 
 
 def _pool_common(node: Node) -> Reason:
-    a = node.attrs
-    reason = check_layout(a["layout"])
-    if reason:
-        return reason
-    dilation = list(a["dilation"])
-    if dilation != [1, 1]:
-        return f"dilation={dilation}, dilation must = [1, 1]"
-    return None
+    return check_layout(node.attrs["layout"]) or must_equal("dilation", list(node.attrs["dilation"]), [1, 1])
 
 
 def check_max_pool2d(node: Node) -> Reason:
@@ -268,10 +245,7 @@ def check_max_pool2d(node: Node) -> Reason:
 
 def check_avg_pool2d_match(m: Match) -> Reason:
     """``ethosn.qnn_avg_pool2d``: ``cast | qnn.requantize (to int32) → nn.avg_pool2d → cast | qnn.requantize``."""
-    reason = _pool_common(m.node("pool"))
-    if reason:
-        return reason
-    return _widened(m) or check_tensors(m.inputs) or check_tensors(m.outputs)
+    return _pool_common(m.node("pool")) or _widened(m) or check_tensors(m.inputs) or check_tensors(m.outputs)
 
 
 def _widened(m: Match) -> Reason:
@@ -407,13 +381,11 @@ def check_split(node: Node) -> Reason:
 
 
 def check_depth_to_space(node: Node) -> Reason:
-    a = node.attrs
-    reason = check_layout(a["layout"])
-    if reason:
-        return reason
-    if a["mode"] != "DCR":
-        return f"mode={a['mode']}, mode must = DCR"
-    return check_tensors([*node.inputs, *node.outputs], quantized=False)
+    return (
+        check_layout(node.attrs["layout"])
+        or must_equal("mode", node.attrs["mode"], "DCR")
+        or check_tensors([*node.inputs, *node.outputs], quantized=False)
+    )
 
 
 def check_reshape(node: Node) -> Reason:
@@ -424,11 +396,9 @@ def check_resize_match(m: Match) -> Reason:
     """``ethosn.qnn_resize``: nearest neighbour, upscaling by 2 (``2·H`` or ``2·H − 1``)."""
     node = m.node("resize")
     a = node.attrs
-    reason = check_layout(a["layout"])
+    reason = check_layout(a["layout"]) or must_equal("method", a["method"], "nearest_neighbor")
     if reason:
         return reason
-    if a["method"] != "nearest_neighbor":
-        return f"method={a['method']}, method must = nearest_neighbor"
     _, h, w, _ = node.inputs[0].type.shape
     oh, ow = (int(d) for d in a["size"])
     if oh not in (2 * h, 2 * h - 1):
@@ -496,7 +466,7 @@ def resize_pattern() -> Pattern:
 
 
 #: (composite name, pattern builder, check), in priority order.
-COMPOSITES: list[tuple[str, Callable[[], Pattern], Callable[[Match], Reason]]] = [
+PATTERNS: list[tuple[str, Callable[[], Pattern], Callable[[Match], Reason]]] = [
     ("qnn_conv2d", conv2d_pattern, check_conv2d_match),
     ("qnn_conv2d_transpose", conv2d_transpose_pattern, check_conv2d_transpose_match),
     ("qnn_fc", fc_pattern, check_fc_match),
