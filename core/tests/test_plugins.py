@@ -136,8 +136,10 @@ def test_get_backend_messages(monkeypatch):
     monkeypatch.setattr(plugins, "_CACHE", plugins.discover([_ep("old", _plugin(Old), "accel-old", "2.0")]))
     with pytest.raises(BackendNotFoundError, match=r"backend old \(accel-old 2.0\) cannot be used: ABI mismatch"):
         plugins.get_backend("old")
-    with pytest.raises(BackendNotFoundError, match="not installed; install it with: pip install accel-ethosn"):
+    with pytest.raises(BackendNotFoundError, match="not installed; install it with: pip install accel-ethosn") as info:
         plugins.get_backend("ethosn")
+    # accel's own plugins come from the wheelhouse a checkout builds, not from the package index
+    assert "nox -s wheels -- plugins/ethosn, then pip install --find-links wheelhouse accel-ethosn" in str(info.value)
     with pytest.raises(BackendNotFoundError, match="no installed plugin provides backend 'nope'"):
         plugins.get_backend("nope")
 

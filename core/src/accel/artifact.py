@@ -222,7 +222,7 @@ def _artifact_from_bytes(data: bytes, where: str, backends: Mapping[str, type[Ba
                 f"{', '.join(map(str, sorted(ARTIFACT_ABI_VERSIONS)))}: recompile the model"
             )
     # Backends: every one the artifact uses must be installed and usable.
-    from accel.plugins import get_backend, statuses
+    from accel.plugins import get_backend, install_hint, statuses
 
     dists = {r.name: r.distribution for r in manifest.backends}
     instances: list[Backend] = []
@@ -236,7 +236,8 @@ def _artifact_from_bytes(data: bytes, where: str, backends: Mapping[str, type[Ba
             # broken one says what is wrong with it (accel backends --verbose shows more).
             dist = dists.get(device.kind)
             absent = backends is not None or all(s.name != device.kind for s in statuses())
-            hint = f"; install it with: pip install {dist}" if dist and absent and "pip install" not in str(exc) else ""
+            needed = dist and absent and "pip install" not in str(exc)
+            hint = f"; {install_hint(device.kind, dist)}" if needed else ""
             raise type(exc)(f"{where}: {exc}{hint}") from None
         try:
             instances.append(cls(device.options))

@@ -31,7 +31,19 @@ from accel.errors import BackendNotFoundError, PluginError
 ENTRY_POINT_GROUP = "accel.backends"
 
 #: Distributions of the backends the project publishes, for "pip install ..." hints.
-KNOWN_DISTRIBUTIONS = {"acl": "accel-acl", "ethosn": "accel-ethosn", "bnns": "accel-bnns"}
+KNOWN_DISTRIBUTIONS = {"acl": "accel-acl", "ethosn": "accel-ethosn", "bnns": "accel-bnns", "ncnn": "accel-ncnn"}
+
+
+def install_hint(name: str, distribution: str) -> str:
+    """How to install backend ``name``: from the index a user's pip reads, or, for the plugins of accel's own
+    checkout, from the wheelhouse ``nox -s wheels`` builds."""
+    hint = f"install it with: pip install {distribution}"
+    if KNOWN_DISTRIBUTIONS.get(name) == distribution:
+        hint += (
+            f" (from a checkout of accel: nox -s wheels -- plugins/{name}, "
+            f"then pip install --find-links wheelhouse {distribution})"
+        )
+    return hint
 
 OK = "ok"
 IMPORT_ERROR = "import error"
@@ -297,7 +309,7 @@ def get_backend(name: str, backends: Mapping[str, type[Backend]] | None = None) 
                 raise BackendNotFoundError(f"backend {s.describe()} cannot be used: {s.state}: {s.error}")
     dist = KNOWN_DISTRIBUTIONS.get(name)
     if dist is not None:
-        raise BackendNotFoundError(f"backend {name!r} is not installed; install it with: pip install {dist}")
+        raise BackendNotFoundError(f"backend {name!r} is not installed; {install_hint(name, dist)}")
     have = ", ".join(sorted(pool)) or "none"
     raise BackendNotFoundError(f"no installed plugin provides backend {name!r} (usable backends: {have})")
 
