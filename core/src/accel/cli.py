@@ -742,10 +742,55 @@ def compile(
             markup=False,
             soft_wrap=True,
         )
+    elif tgt.devices:
+        warning = offload_warning(artifact.report, artifact.graph)
+        if warning is not None:
+            err.print(f"warning: {warning}", markup=False, soft_wrap=True)
     if report is not None:
         out.print(f"wrote {report}")
     size = out_path.stat().st_size
     out.print(f"wrote {out_path} ({size / 1e6:.2f} MB) in {elapsed:.2f} s")
+
+
+#: A compile that offloads less than this share of the model's work warns.
+OFFLOAD_WARNING_SHARE = 0.5
+
+
+def offload_warning(report: Any, graph: accel.Graph, *, reasons: int = 2) -> str | None:
+    """One line when less than :data:`OFFLOAD_WARNING_SHARE` of the model's work was offloaded: the
+    share, and the reasons that keep the most work on the host. None when most of it was.
+
+    Work is counted in MACs (multiply-accumulates), or in operations for a model without any
+    (:func:`accel.backend.count_work`); a host node's share is its own count, and each reason's
+    the sum over the host nodes declined with it.
+    """
+    from accel.backend import count_work
+    from accel.render import _si
+
+    by_name = {n.name: n for n in graph.nodes}
+    host = [(n, count_work(by_name[n.name]) if n.name in by_name else (0, 0)) for n in report.host_nodes()]
+    macs = (sum(p.macs for p in report.partitions), sum(m for _, (_, m) in host))
+    work = (sum(p.work for p in report.partitions), sum(w for _, (w, _) in host))
+    unit, (done, left), pick = ("MACs", macs, 1) if sum(macs) > 0 else ("work", work, 0)
+    total = done + left
+    if total == 0 or done >= OFFLOAD_WARNING_SHARE * total:
+        return None
+    groups: dict[str, list[int]] = {}
+    for node, counts in host:
+        why = "; ".join(f"{b}: {r}" for b, r in node.reasons.items()) or f"no backend takes {node.op}"
+        group = groups.setdefault(why, [0, 0])
+        group[0] += 1
+        group[1] += counts[pick]
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1][1], -kv[1][0]))
+    biggest = [kv for kv in ranked if kv[1][1] > 0][:reasons] or ranked[:reasons]
+    listed = "; ".join(
+        f"{why} ({count} node{'s' if count > 1 else ''}, {share / total:.1%})" for why, (count, share) in biggest
+    )
+    what = "MACs are" if unit == "MACs" else "work (operations) is"
+    return (
+        f"only {done / total:.1%} of the model's {what} offloaded ({_si(done)} of {_si(total)}), "
+        f"the host runs the rest; biggest reasons: {listed}"
+    )
 
 
 def _write_text(path: Path, text: str) -> None:
