@@ -1,9 +1,9 @@
-"""The bnns backend next to ONNX Runtime, in the same run: ResNet-18 (fp32, 224x224) and a
-transformer encoder, compiled with ``--backends bnns``, at 1 and 2 threads.
+"""The bnns backend next to ONNX Runtime, in the same run: ResNet-18 and MobileNetV2 (fp32,
+224x224) and a transformer encoder, compiled with ``--backends bnns``, at 1 and 2 threads.
 
 The compiled model runs its bnns partitions in the C++ runtime (oneDNN, with the
-thread count of the target options) and what bnns does not take on accel's host
-(numpy). ONNX Runtime runs with the same thread count and
+thread count given when it is loaded: ``executable(threads=N)``) and what bnns
+does not take on accel's host (numpy). ONNX Runtime runs with the same thread count and
 ``session.intra_op.allow_spinning=0``: its spinning worker threads would
 otherwise steal the cores oneDNN's threads run on in this process. Figures are
 medians of alternating runs; the machine is shared and noisy, so read the
@@ -16,7 +16,8 @@ partitions themselves (ResNet-18 at 2 threads under load: 660 ms instead of
 150). This script sets ``GOMP_SPINCOUNT=10000`` unless the environment sets it
 (libgomp reads it once, when it loads), as ONNX Runtime's spinning is turned off.
 
-Run with ``nox -s bench`` or ``python plugins/bnns/benchmarks/bench_bnns.py``.
+Run with ``nox -s bench`` or ``python plugins/bnns/benchmarks/bench_bnns.py``
+(``--models resnet18,mobilenet_v2 --repeat 10`` for a shorter run).
 """
 
 from __future__ import annotations
@@ -45,9 +46,20 @@ from accel_sdk.bench import ort_session
 BAR = 2.0
 
 
+#: The models, by the name --models takes.
+MODELS = {
+    "resnet18": ("resnet18 fp32 224x224", modelgen.resnet18),
+    "mobilenet_v2": ("mobilenet_v2 fp32 224x224", modelgen.mobilenet_v2),
+    "encoder": (
+        "encoder seq128 d256 h4 ffn1024 x2",
+        lambda: modelgen.transformer_encoder(128, dim=256, heads=4, ffn=1024, layers=2),
+    ),
+}
+
+
 def compiled(model, threads: int):
-    target = {"devices": [{"kind": "bnns", "options": {"num_threads": threads}}]}
-    return accel.compile(model, target=target).executable()
+    """The model compiled for bnns, loaded to compute with ``threads`` threads."""
+    return accel.compile(model, "bnns").executable(threads=threads)
 
 
 def alternate(fns: list, repeat: int, warmup: int = 3) -> list[float]:
@@ -86,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
     console = Console()
@@ -93,10 +106,10 @@ def main() -> None:
         f"accel {accel.__version__}, onnxruntime {ort.__version__}, {os.cpu_count()} cores, "
         f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}, load average {os.getloadavg()[0]:.1f}"
     )
-    models = {
-        "resnet18 fp32 224x224": modelgen.resnet18(),
-        "encoder seq128 d256 h4 ffn1024 x2": modelgen.transformer_encoder(128, dim=256, heads=4, ffn=1024, layers=2),
-    }
+    unknown = [m for m in args.models.split(",") if m.strip() and m.strip() not in MODELS]
+    if unknown:
+        parser.error(f"unknown model {unknown[0]!r} (choose from {', '.join(MODELS)})")
+    models = {MODELS[m.strip()][0]: MODELS[m.strip()][1]() for m in args.models.split(",") if m.strip()}
     rows = [
         bench(name, m, int(t), args.repeat) for name, m in models.items() for t in args.threads.split(",") if t.strip()
     ]

@@ -262,8 +262,8 @@ for _ in range(3):
     y = b.op("nn.conv2d", y, b.const(rng.standard_normal((16, 16, 3, 3)).astype(np.float32)), padding=(1, 1, 1, 1))
     y = b.op("nn.relu", b.op("nn.bias_add", y, b.const(np.zeros(16, np.float32))))
 y = b.op("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
-(region,) = partition_graph(b.done(y), [BnnsBackend({"num_threads": 1})]).regions
-rt = _runtime.Runtime(BnnsBackend({"num_threads": 1}).serialize(region.body))
+(region,) = partition_graph(b.done(y), [BnnsBackend()]).regions
+rt = _runtime.Runtime(BnnsBackend().serialize(region.body), threads=1)
 x = rng.standard_normal((1, 16, 28, 28)).astype(np.float32)
 out = np.empty((1, 16, 14, 14), np.float32)
 rt.run([x], [out])

@@ -11,7 +11,7 @@ from accel_bnns.serializer import HEADER_SIZE
 from pydantic import ValidationError
 
 from accel.builder import GraphBuilder
-from accel.ir import Node, TensorType, Value
+from accel.ir import Graph, Node, TensorType, Value
 from accel.partition import partition_graph
 
 RNG = np.random.default_rng(11)
@@ -94,17 +94,26 @@ def test_bnns_regions_are_planar_and_need_no_transposes():
     assert r.regions[1].body.nodes[0].attrs["layout"] == "NCHW"
 
 
-def test_num_threads_option_is_validated():
-    assert BnnsBackend({"num_threads": 2}).options.num_threads == 2
-    with pytest.raises(ValidationError):
-        BnnsBackend({"num_threads": -1})
-
-
-def _blob() -> bytes:
+def _body() -> Graph:
     b = GraphBuilder(x=(1, 3, 8, 8))
     g = b.done(b.op("nn.relu", b.op("nn.conv2d", b.x["x"], b.const(w(4, 3, 3, 3)))))
     (region,) = partition_graph(g, [BnnsBackend()]).regions
-    return BnnsBackend({"num_threads": 1}).serialize(region.body)
+    return region.body
+
+
+def _blob() -> bytes:
+    return BnnsBackend().serialize(_body())
+
+
+def test_num_threads_option_is_accepted_and_ignored():
+    """Artifacts compiled when the count was a target option name it: still valid, and no longer in the blob."""
+    assert BnnsBackend({"num_threads": 2}).options.num_threads == 2
+    with pytest.raises(ValidationError):
+        BnnsBackend({"num_threads": -1})
+    body = _body()
+    blob = BnnsBackend({"num_threads": 2}).serialize(body)
+    assert blob == BnnsBackend().serialize(body)
+    assert blob[8:12] == bytes(4)  # the header's num_threads: 0
 
 
 @pytest.mark.parametrize(

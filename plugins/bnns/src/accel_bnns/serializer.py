@@ -2,8 +2,12 @@
 
 Layout of the bytes (README.md has every field)::
 
-    "BNNS" u32 version=1 u32 num_threads (0: the runtime's default) u64 graph_size   zero padding to 64 bytes
+    "BNNS" u32 version=1 u32 num_threads=0 u64 graph_size   zero padding to 64 bytes
     graph_size bytes: an accel graph blob (accel_sdk.graph_blob, kind "bnns", kind version 1), to the end
+
+``num_threads`` is 0: the thread count is chosen when the blob is loaded. Blobs
+written when it was a target option carry it there; the runtime checks it (at
+most 1024) and ignores it.
 
 Every op and composite becomes one kernel, whatever pattern it came from, so the
 runtime knows six kernels; their inputs and attributes:
@@ -153,7 +157,7 @@ def _lower_composite(call: Node, labels: Labels) -> Kernel:
 WRITER = GraphBlobWriter(KIND, KIND_VERSION, lower=lower)
 
 
-def serialize(graph: Graph, *, num_threads: int = 0) -> bytes:
+def serialize(graph: Graph) -> bytes:
     """Encode one partition body (its composites read through their pattern labels)."""
     from accel.pattern import composite_match
 
@@ -162,7 +166,7 @@ def serialize(graph: Graph, *, num_threads: int = 0) -> bytes:
     w = BlobWriter()
     w.magic(MAGIC)
     w.u32(VERSION, "version")
-    w.u32(num_threads, "num_threads")
+    w.u32(0, "num_threads")
     w.u64(len(body), "graph_size")
     w.align(HEADER_SIZE)
     w.raw(body)

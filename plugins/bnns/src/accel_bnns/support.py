@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+from accel_sdk.reasons import dtype_of, first, must_equal
 
 from accel.ir import Node, Value
 from accel.ops.geometry import pool2d_geometry
@@ -130,14 +131,13 @@ def dense_bias_pattern() -> Pattern:
 # -- checks --------------------------------------------------------------------------------------
 def float32_only(node: Node) -> str | None:
     """``None`` when every input and output of ``node`` is float32, else the reason."""
-    for v in (*node.inputs, *node.outputs):
-        if v.type.dtype != "float32":
-            return f"dtype='{v.type.dtype}', dtype must be float32"
-    return None
+    return dtype_of(node, ("float32",))
 
 
-def _first(reasons: Iterable[str | None]) -> str | None:
-    return next((r for r in reasons if r is not None), None)
+def _planar(what: str, layout: str) -> str | None:
+    """``layout=NHWC, layout must = NCHW (bnns is planar NCHW)`` unless ``layout`` is NCHW."""
+    reason = must_equal(what, layout, "NCHW")
+    return None if reason is None else f"{reason} (bnns is planar NCHW)"
 
 
 def _constant_weight(node: Node, index: int, what: str) -> str | None:
@@ -150,11 +150,14 @@ def _constant_weight(node: Node, index: int, what: str) -> str | None:
 def check_conv2d(node: Node) -> str | None:
     """An ``nn.conv2d``: float32, NCHW/OIHW, constant weights; any groups, strides, dilation and padding."""
     a = node.attrs
-    if a["data_layout"] != "NCHW":
-        return f"data_layout={a['data_layout']}, data_layout must = NCHW (bnns is planar NCHW)"
-    if a["kernel_layout"] != "OIHW":
-        return f"kernel_layout={a['kernel_layout']}, kernel_layout must = OIHW"
-    return _first((float32_only(node), _constant_weight(node, 1, "weight")))
+    return first(
+        (
+            _planar("data_layout", a["data_layout"]),
+            must_equal("kernel_layout", a["kernel_layout"], "OIHW"),
+            float32_only(node),
+            _constant_weight(node, 1, "weight"),
+        )
+    )
 
 
 def check_dense(node: Node) -> str | None:
@@ -162,7 +165,7 @@ def check_dense(node: Node) -> str | None:
     w = node.inputs[1]
     if w.type.rank != 2:
         return f"weight of rank {w.type.rank} (shape {list(w.type.shape)}), dense weights must be 2-D [N, K]"
-    return _first((float32_only(node), _constant_weight(node, 1, "weight")))
+    return first((float32_only(node), _constant_weight(node, 1, "weight")))
 
 
 def _conv_bias(match: Match) -> str | None:
@@ -200,34 +203,34 @@ def _dense_bias(match: Match) -> str | None:
 
 
 def _all_float32(match: Match) -> str | None:
-    return _first(float32_only(n) for n in match.nodes)
+    return first(float32_only(n) for n in match.nodes)
 
 
 def check_conv2d_bias_act(match: Match) -> str | None:
-    return _first((check_conv2d(match.node("conv")), _conv_bias(match), _all_float32(match)))
+    return first((check_conv2d(match.node("conv")), _conv_bias(match), _all_float32(match)))
 
 
 def check_conv2d_act(match: Match) -> str | None:
-    return _first((check_conv2d(match.node("conv")), _all_float32(match)))
+    return first((check_conv2d(match.node("conv")), _all_float32(match)))
 
 
 def check_conv2d_bias(match: Match) -> str | None:
-    return _first((check_conv2d(match.node("conv")), _conv_bias(match), _all_float32(match)))
+    return first((check_conv2d(match.node("conv")), _conv_bias(match), _all_float32(match)))
 
 
 def check_conv2d_batch_norm(match: Match) -> str | None:
     bn = match.node("bn")
     if bn.attrs["axis"] % 4 != 1:
         return f"batch_norm axis={bn.attrs['axis']}, axis must = 1 (channels)"
-    return _first((check_conv2d(match.node("conv")), _all_float32(match)))
+    return first((check_conv2d(match.node("conv")), _all_float32(match)))
 
 
 def check_dense_bias_gelu(match: Match) -> str | None:
-    return _first((check_dense(match.node("dense")), _dense_bias(match), _all_float32(match)))
+    return first((check_dense(match.node("dense")), _dense_bias(match), _all_float32(match)))
 
 
 def check_dense_bias(match: Match) -> str | None:
-    return _first((check_dense(match.node("dense")), _dense_bias(match), _all_float32(match)))
+    return first((check_dense(match.node("dense")), _dense_bias(match), _all_float32(match)))
 
 
 def check_batch_matmul(node: Node) -> str | None:
@@ -235,16 +238,15 @@ def check_batch_matmul(node: Node) -> str | None:
 
 
 def _nchw(node: Node) -> str | None:
-    layout = node.attrs["layout"]
-    return None if layout == "NCHW" else f"layout={layout}, layout must = NCHW (bnns is planar NCHW)"
+    return _planar("layout", node.attrs["layout"])
 
 
 def check_max_pool2d(node: Node) -> str | None:
-    return _first((_nchw(node), float32_only(node)))
+    return first((_nchw(node), float32_only(node)))
 
 
 def check_avg_pool2d(node: Node) -> str | None:
-    reason = _first((_nchw(node), float32_only(node)))
+    reason = first((_nchw(node), float32_only(node)))
     if reason is not None:
         return reason
     g = pool2d_geometry(node.attrs, node.inputs[0].type.shape)
@@ -257,7 +259,7 @@ def check_avg_pool2d(node: Node) -> str | None:
 
 
 def check_global_pool(node: Node) -> str | None:
-    return _first((_nchw(node), float32_only(node)))
+    return first((_nchw(node), float32_only(node)))
 
 
 def check_instance_norm(node: Node) -> str | None:

@@ -38,6 +38,12 @@
 // A backend whose blob wraps the graph blob in a header of its own defines
 // `static GraphBlob parse(BlobReader&)` instead of blob_spec().
 //
+// make_kernel is called once per node, in the blob's order, and may keep what it learns
+// across nodes (a backend that lets a tensor stay in the memory format its producer chose
+// remembers each tensor's format). A kernel that writes an intermediate in a format that
+// takes more than the tensor's bytes (a blocked format's padding) says how many in
+// out_bytes; graph outputs are the caller's buffers and take the tensor's bytes exactly.
+//
 // Call is what one run (and create) needs on its thread: constructed from the thread
 // count before the first kernel, finish() after the last. onednn::Call sets OpenMP's
 // thread count and owns a oneDNN stream; NoCall (the default) does nothing.
@@ -54,6 +60,7 @@
 #include <accel_sdk/tensor.hpp>
 #include <accel_sdk/threads.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -99,6 +106,7 @@ class Kernel {
 
   std::vector<std::uint32_t> ins, outs;  // tensors run() reads and writes (constants it reads are kept)
   std::size_t scratch_bytes = 0;         // scratch run() gets to itself
+  std::vector<std::size_t> out_bytes;    // bytes run() writes to each of outs, if more than the tensor's (or empty)
 };
 
 // One node being turned into a kernel: the blob, the node, the handle's thread count,
@@ -156,8 +164,8 @@ struct NodeContext {
     }
     return v;
   }
-  // Threads for a kernel of `work` operations: one for small work, else the handle's.
-  int threads_for(double work) const { return accel_sdk::threads_for(work, threads); }
+  // Threads for a kernel of `work` operations: one below `small`, else the handle's.
+  int threads_for(double work, double small = kSmallWork) const { return accel_sdk::threads_for(work, threads, small); }
   bool graph_input(std::uint32_t id) const { return contains(g.inputs(), id); }
   bool graph_output(std::uint32_t id) const { return contains(g.outputs(), id); }
 
@@ -233,7 +241,7 @@ class GraphRuntime {
     in_specs_ = g.input_specs();
     out_specs_ = g.output_specs();
     Call setup(threads_);  // kernels are created for the thread count they run with
-    const Derived& self = static_cast<const Derived&>(*this);
+    Derived& self = static_cast<Derived&>(*this);
     for (const GraphNode& n : g.nodes()) {
       std::unique_ptr<Kernel> k = self.make_kernel(NodeContext{g, n, threads_});
       if (!k) n.fail("the runtime made no kernel for it");
@@ -245,11 +253,20 @@ class GraphRuntime {
     plan(g);
   }
 
-  // The ids a kernel lists are the node's own, or tensors the blob defines before it.
-  static void check_ids(const GraphBlob& g, const GraphNode& n, const Kernel& k) {
+  // The ids a kernel lists are the node's own, or tensors the blob defines before it; it
+  // writes no more than a graph output's bytes.
+  void check_ids(const GraphBlob& g, const GraphNode& n, const Kernel& k) const {
     for (const auto* ids : {&k.ins, &k.outs}) {
       for (std::uint32_t id : *ids) {
         if (id >= g.tensors().size()) n.fail("its kernel names tensor " + std::to_string(id) + ", which does not exist");
+      }
+    }
+    if (!k.out_bytes.empty() && k.out_bytes.size() != k.outs.size()) n.fail("its kernel gives out_bytes for some outputs only");
+    for (std::size_t i = 0; i < k.out_bytes.size(); ++i) {
+      const GraphTensor& t = g.tensor(k.outs[i]);
+      if (k.out_bytes[i] > t.nbytes && std::find(out_ids_.begin(), out_ids_.end(), k.outs[i]) != out_ids_.end()) {
+        n.fail("its kernel writes " + std::to_string(k.out_bytes[i]) + " bytes to graph output '" + t.name + "' of " +
+               std::to_string(t.nbytes));
       }
     }
   }
@@ -264,7 +281,8 @@ class GraphRuntime {
     for (std::uint32_t id : in_ids_) external[id] = true;
     for (std::uint32_t id : out_ids_) external[id] = true;
     constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-    std::vector<std::size_t> first(nt, kNone), last(nt, kNone);
+    std::vector<std::size_t> first(nt, kNone), last(nt, kNone), bytes(nt, 0);
+    for (std::uint32_t id = 0; id < nt; ++id) bytes[id] = g.tensor(id).nbytes;
     for (std::size_t k = 0; k < kernels_.size(); ++k) {
       for (std::uint32_t id : kernels_[k]->ins) {
         const GraphTensor& t = g.tensor(id);
@@ -275,8 +293,11 @@ class GraphRuntime {
         }
         last[id] = k;
       }
-      for (std::uint32_t id : kernels_[k]->outs) {
+      const Kernel& kern = *kernels_[k];
+      for (std::size_t i = 0; i < kern.outs.size(); ++i) {
+        const std::uint32_t id = kern.outs[i];
         if (first[id] == kNone) first[id] = k;
+        if (i < kern.out_bytes.size()) bytes[id] = std::max(bytes[id], kern.out_bytes[i]);
       }
     }
     ArenaPlan arena;
@@ -284,7 +305,7 @@ class GraphRuntime {
     for (std::uint32_t id = 0; id < nt; ++id) {
       if (first[id] == kNone || external[id] || g.tensor(id).constant()) continue;
       const std::size_t end = last[id] == kNone || last[id] < first[id] ? first[id] : last[id];
-      tensors.emplace_back(id, arena.add(g.tensor(id).nbytes, first[id], end));
+      tensors.emplace_back(id, arena.add(bytes[id], first[id], end));
     }
     std::vector<std::size_t> scratch(kernels_.size());
     for (std::size_t k = 0; k < kernels_.size(); ++k) scratch[k] = arena.add(kernels_[k]->scratch_bytes, k, k);
