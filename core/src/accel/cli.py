@@ -44,6 +44,7 @@ app = typer.Typer(
         "\b\n"
         "  accel run                           # the embedded digits model on its held-out digits\n"
         "  accel backends                      # installed backend plugins and their state\n"
+        "  accel ops --backend acl             # what a backend takes: composites, ops, constraints\n"
         "  accel compile model.onnx --backends ethosn,acl   # -> model.accel\n"
         "  accel run model.accel --repeat 20   # run a compiled artifact (or a model, on the host)\n"
         "  accel run model.onnx --input x=x.npy --output out.npz\n"
@@ -881,16 +882,96 @@ def _emit(text: str, output: Optional[Path]) -> None:
         err.print(f"wrote {output}")
 
 
+def constraint_text(check: Any) -> str:
+    """What a support-table check requires, for a listing: the first line of its docstring, else
+    where to read it (the check's name), else that nothing beyond the op or pattern is required."""
+    import inspect as pyinspect
+
+    if check is None:
+        return "any (no check beyond the op or pattern)"
+    doc = pyinspect.getdoc(check)
+    if doc and doc.strip():
+        return doc.strip().splitlines()[0].strip()
+    func = getattr(check, "__func__", check)
+    module = getattr(func, "__module__", None) or "?"
+    qualname = getattr(func, "__qualname__", None) or type(check).__name__
+    if qualname.endswith("<lambda>"):
+        return f"checked by a lambda in {module} (no description)"
+    return f"checked by {module}.{qualname} (no description)"
+
+
+def _pattern_text(pattern: Any) -> str:
+    """A pattern as its ops read left to right, without the labels the serializer uses (``@conv``)."""
+    import re
+
+    return re.sub(r"@[A-Za-z_][\w.]*", "", repr(pattern))
+
+
+def print_backend_support(backend_name: str, console: Console, name: str | None = None) -> int:
+    """Print a backend's support table: its composites (pattern and check) in priority order and
+    its single ops with their checks; ``name`` keeps the entries whose name or ops contain it.
+    Returns how many entries were printed."""
+    from accel.plugins import get_backend
+
+    cls = get_backend(backend_name)
+    backend = cls()
+    want = (name or "").lower()
+    entries = [
+        e
+        for e in backend.pattern_table()
+        if want in e.name.lower() or any(want in op.lower() for op in e.pattern.ops())
+    ]
+    single = sorted((op, check) for op, check in backend.op_checks().items() if want in op.lower())
+    if name and not entries and not single:
+        return 0
+    head = f"{cls.name} ({cls.distribution} {cls.version}, {cls.layout} inside its partitions)"
+    console.print(
+        f"{head}: {len(entries)} composite(s), {len(single)} single op(s)" + (f" matching {name!r}" if name else "")
+    )
+    if entries:
+        table = Table(title=f"{cls.name} composites, first match wins", title_justify="left")
+        table.add_column("composite", no_wrap=True)
+        table.add_column("pattern (IR ops)")
+        table.add_column("constraints")
+        for e in entries:
+            table.add_row(f"{cls.name}.{e.name}", _pattern_text(e.pattern), constraint_text(e.check))
+        console.print(table)
+    if single:
+        table = Table(title=f"{cls.name} single ops", title_justify="left")
+        table.add_column("IR op", no_wrap=True)
+        table.add_column("constraints")
+        for op, check in single:
+            table.add_row(op, constraint_text(check))
+        console.print(table)
+    return len(entries) + len(single)
+
+
 @app.command()
 def ops(
     name: Annotated[
         Optional[str], typer.Argument(help="Show only ops whose name contains this (case-insensitive).")
     ] = None,
+    backend: Annotated[
+        Optional[str],
+        typer.Option(
+            "--backend",
+            "-b",
+            help="List what this installed backend takes instead: its composites (pattern, constraints) in "
+            "priority order and its single IR ops with their constraints, from its support table.",
+        ),
+    ] = None,
 ) -> None:
-    """List the ONNX ops the importer converts and the IR ops they become, with one-line docs."""
+    """List the ONNX ops the importer converts and the IR ops they become, with one-line docs.
+
+    With --backend NAME: what that backend takes, from its support table.
+    """
     from accel.frontend.onnx import FOLD_ONLY_OPS, SUPPORTED_OPS
     from accel.ops import available, get_op
 
+    if backend is not None:
+        if not print_backend_support(backend, out, name):
+            raise InputError(f"no composite or op of backend {backend!r} contains {name!r}; `accel ops -b {backend}`")
+        return
     want = (name or "").lower()
     onnx_ops = [op for op in SUPPORTED_OPS if want in op.lower()]
     ir_ops = [op for op in available() if want in op.lower()]
@@ -924,6 +1005,10 @@ def ops(
 @app.command()
 def backends(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show each broken plugin's full traceback.")] = False,
+    ops: Annotated[
+        bool,
+        typer.Option("--ops", help="Also list each usable backend's composites and single ops with their constraints."),
+    ] = False,
 ) -> None:
     """List the installed backend plugins: version, runtime ABI, state, and what they support.
 
@@ -957,6 +1042,11 @@ def backends(
                 out.print(s.traceback, markup=False, soft_wrap=True)
     if not verbose and any(s.traceback for s in found):
         out.print("(accel backends --verbose shows the tracebacks)")
+    if ops:
+        for s in found:
+            if s.ok and s.backend is not None:
+                out.print()
+                print_backend_support(s.name, out)
 
 
 def _take_debug(args: list[str]) -> tuple[list[str], bool]:
