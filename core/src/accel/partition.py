@@ -489,227 +489,17 @@ class _Partitioner:
         With ``graphs`` off, only the report: the same regions, boundaries and
         transposes are worked out, but no node or graph is made (exact when no
         node of the input graph is dead: a dead node's transposes go with it).
+        The groups are taken in their order: a region's inputs are the values
+        the host and the regions before it made.
         """
-        by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
-        raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
-        transposes: dict[tuple[Value, Perm], Value] = {}
-        transpose_attrs: dict[Perm, Mapping[str, object]] = {}  # one frozen mapping per permutation
-        new_nodes: list[Node] = []
-        reports: list[PartitionReport] = []
-        node_part: list[str | None] = [None] * len(self.nodes)  # by node index: its partition
-        counters: dict[str, int] = {}
-        region_transposes: dict[str, list[Node]] = {}
-        made: dict[str, int] = {}  # without graphs: transposes per region
-
-        graph_outputs, users = self.graph_outputs, self.users
-        host: Graph | None = None
-        if not graphs:  # values stand for themselves by name; no node is copied
-            stand_ins: dict[str, Value] = {}
-
-            def original_value(name: str) -> Value:
-                found = stand_ins.get(name)
-                if found is None:
-                    found = stand_ins[name] = Value(name, _NO_TYPE)
-                return found
-
-            def host_node(i: int) -> None:
-                for v in self.nodes[i].inputs:
-                    if v.name in pending:
-                        plain_value(v.name)
-
-        elif self._host is not None:  # the host copy exists: host nodes are its nodes
-            host = self._host
-            host_nodes = host.nodes  # same order and names as self.nodes
-            original = {v.name: v for v in host.values()}
-
-            def original_value(name: str) -> Value:
-                return original[name]
-
-            def host_node(i: int) -> None:
-                node = host_nodes[i]
-                node.inputs = [host_value(v) for v in node.inputs]
-                new_nodes.append(node)
-
-        else:  # only what runs on the host is copied
-            source = {v.name: v for v in (*self.graph.inputs, *self.graph.constants())}
-            copies: dict[str, Value] = {}
-
-            def original_value(name: str) -> Value:
-                found = copies.get(name)
-                if found is None:  # a graph input or a constant
-                    v = source[name]
-                    found = copies[name] = Value(v.name, v.type, None, v.const)
-                return found
-
-            def host_node(i: int) -> None:
-                node = self.nodes[i]
-                new = node.copy_reading([host_value(v) for v in node.inputs])
-                for v in new.outputs:
-                    copies[v.name] = v
-                new_nodes.append(new)
-
-            host = Graph([original_value(v.name) for v in self.graph.inputs], [], [], name=self.graph.name)
-            host.reserve_names([*source, *self.index])  # fresh names are fresh in the input graph too
-
-        # region outputs held in a backend layout, transposed back only when the host (or a
-        # region of another layout) reads them: regions of one layout pass them on directly
-        pending: dict[str, tuple[Value, Perm, str]] = {}
-
-        def plain_value(name: str) -> Value | None:
-            found = by_name.get(name)
-            if found is None and name in pending:
-                out, inverse, region = pending.pop(name)
-                found = transpose(out, inverse, region)
-                found.name = name
-                by_name[name] = found
-            return found
-
-        def host_value(v: Value) -> Value:
-            found = plain_value(v.name)
-            return original_value(v.name) if found is None else found
-
-        def transpose(v: Value, axes: Perm, region: str) -> Value:
-            key = (v, axes)
-            out = transposes.get(key)
-            if out is None:
-                if host is None:
-                    made[region] = made.get(region, 0) + 1
-                    out = transposes[key] = Value(region, _NO_TYPE)
-                    return out
-                # typed as the transpose rule would type it (the input's type, permuted), without
-                # running the rule again at each of the many region boundaries
-                name = host.fresh_name(f"{region}_layout")
-                attrs = transpose_attrs.get(axes)
-                if attrs is None:
-                    attrs = transpose_attrs[axes] = freeze_attrs({"axes": axes})
-                t = Node(
-                    "transpose",
-                    [v],
-                    attrs,
-                    [permuted_type(v.type, axes)],
-                    name=name,
-                    output_names=[host.fresh_name(name)],
-                )
-                new_nodes.append(t)
-                region_transposes.setdefault(region, []).append(t)
-                out = transposes[key] = t.output
-            return out
-
-        group_of = [0] * len(self.nodes)  # by node index: its group
-        for g, (_, idxs) in enumerate(self.groups):
-            for i in idxs:
-                group_of[i] = g
-        group_layout: dict[int, str] = {}  # region -> the layout its body is in
+        build = _Build(self, graphs)
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
-                for i in idxs:
-                    host_node(i)
-                continue
-            backend = self.backends[b]
-            k = counters.get(backend.name, 0)
-            counters[backend.name] = k + 1
-            pname = f"{backend.name}_{k}"
-            layout = self._region_layout(backend, idxs, group_of, group_layout)
-            group_layout[g] = layout
-            _, vnodes, origin = self.views[layout] if layout != self.layout else self._host_view()
-            body_nodes = cast("list[Node]", [vnodes[i] for i in idxs])  # (every node is in its view)
-            produced = {v for nd in body_nodes for v in nd.outputs}
-            # boundary inputs: new body inputs, fed on the host (through a transpose if needed)
-            body_inputs: list[Value] = []
-            call_args: list[Value] = []
-            in_names: list[str] = []
-            replaced: dict[Value, Value] = {}
-            param_names: set[str] = set()
-            for nd in body_nodes:
-                for v in nd.inputs:
-                    if v.const is not None or v in produced or v in replaced:
-                        continue
-                    name, perm = origin[v]
-                    src = raw.get((name, perm))
-                    if src is None:
-                        plain = plain_value(name) or original_value(name)
-                        src = plain if _is_identity(perm) else transpose(plain, perm, pname)
-                    in_names.append(name)
-                    if host is None:  # no body: the name is all the report needs
-                        replaced[v] = v
-                        continue
-                    param = Value(name if name not in param_names else f"{name}_{backend.layout}", v.type)
-                    param_names.add(param.name)
-                    replaced[v] = param
-                    body_inputs.append(param)
-                    call_args.append(src)
-            # boundary outputs: used outside the region, or graph outputs
-            # (asked of the input graph: a layout view may have dropped dead readers)
-            body_outputs: list[Value] = []
-            in_region = set(idxs)
-            unread = False  # a value nothing reads: the body keeps a dead node to drop
-            for i, nd in zip(idxs, body_nodes):
-                for ov, v in zip(self.nodes[i].outputs, nd.outputs):
-                    readers = users.get(ov, ())
-                    if ov in graph_outputs or not in_region.issuperset(readers):
-                        body_outputs.append(v)
-                    elif not readers:
-                        unread = True
-            out_names = []
-            perms = []
-            for v in body_outputs:
-                name, perm = origin[v]
-                out_names.append(name)
-                perms.append(perm)
-            if host is None:
-                call_outputs = [Value(name, _NO_TYPE) for name in out_names]
+                build.host_group(idxs)
             else:
-                for nd in body_nodes:
-                    if any(v in replaced for v in nd.inputs):
-                        nd.inputs = [replaced.get(v, v) for v in nd.inputs]
-                body = Graph(body_inputs, body_outputs, body_nodes, name=pname)
-                if unread:
-                    remove_dead_nodes(body)
-                self._outline_composites(body, idxs, graph_outputs)
-                call_out_names = [
-                    name if _is_identity(perm) else host.fresh_name(f"{name}_{backend.layout}")
-                    for name, perm in zip(out_names, perms)
-                ]
-                call = Node(
-                    CALL_OP,
-                    call_args,
-                    self.call_attrs[b],
-                    [v.type for v in body_outputs],
-                    name=host.fresh_name(pname),
-                    output_names=call_out_names,
-                    body=body,
-                )
-                new_nodes.append(call)
-                call_outputs = call.outputs
-            for name, perm, out in zip(out_names, perms, call_outputs):
-                if _is_identity(perm):
-                    by_name[name] = out
-                else:
-                    raw[(name, perm)] = out
-                    pending[name] = (out, _inverse(perm), pname)
-            for i in idxs:
-                node_part[i] = pname
-            work, macs, _ = self.region_stats[g]
-            reports.append(
-                PartitionReport(
-                    pname, backend.name, [self.nodes[i].name for i in idxs], in_names, out_names, macs, work
-                )
-            )
-
-        report = self._report(node_part, reports)
-        if host is None:
-            for v in self.graph.outputs:
-                plain_value(v.name)
-            for rep in reports:
-                rep.transposes = made.get(rep.name, 0)
-            return None, report
-        host.outputs = [host_value(v) for v in self.graph.outputs]
-        host.nodes = new_nodes
-        remove_dead_nodes(host, nested=False)  # region bodies are built without dead nodes
-        alive = set(host.nodes)
-        for rep in reports:
-            rep.transposes = sum(1 for t in region_transposes.get(rep.name, ()) if t in alive)
-        return host, report
+                build.region(g, b, idxs)
+        report = self._report(build.node_part, build.reports)
+        return build.finish(), report
 
     def _host_view(self) -> tuple[Graph, list[Node | None], dict[Value, tuple[str, Perm]]]:
         """The host copy as a view in the model's layout (the view of a backend of that layout)."""
@@ -867,6 +657,331 @@ class _Partitioner:
             graph_outputs=[v.name for v in self.graph.outputs],
             types=types,
         )
+
+
+class _Region:
+    """One region as :meth:`_Build.region` makes it: its nodes, then its body's boundary, step by step."""
+
+    __slots__ = (
+        "g",
+        "b",
+        "name",
+        "idxs",
+        "body_nodes",
+        "origin",
+        "in_names",
+        "body_inputs",
+        "call_args",
+        "replaced",
+        "body_outputs",
+        "out_names",
+        "perms",
+        "unread",
+    )
+    # set by _Build._boundary_inputs
+    in_names: list[str]
+    body_inputs: list[Value]
+    call_args: list[Value]
+    replaced: dict[Value, Value]  # view value -> body input
+    # set by _Build._boundary_outputs
+    body_outputs: list[Value]
+    out_names: list[str]
+    perms: list[Perm]
+    unread: bool  # a value nothing reads: the body keeps a dead node to drop
+
+    def __init__(
+        self, g: int, b: int, name: str, idxs: list[int], body_nodes: list[Node], origin: dict[Value, tuple[str, Perm]]
+    ):
+        self.g = g  # its group
+        self.b = b  # its backend
+        self.name = name
+        self.idxs = idxs
+        self.body_nodes = body_nodes  # the nodes of its view
+        self.origin = origin  # the view's values -> (model value, permutation)
+
+
+class _Build:
+    """One :meth:`_Partitioner.build`: the host graph, made group by group, and the report's partitions.
+
+    The host graph is made one of three ways: without graphs (``host`` None),
+    values stand for themselves by name and no node is made; when the host
+    copy exists, host nodes are its nodes; otherwise only what runs on the
+    host is copied.
+    """
+
+    def __init__(self, p: _Partitioner, graphs: bool):
+        self.p = p
+        self.graphs = graphs
+        self.by_name: dict[str, Value] = {}  # host value standing for an original value, once moved
+        self.raw: dict[tuple[str, Perm], Value] = {}  # region outputs in a backend layout
+        self.transposes: dict[tuple[Value, Perm], Value] = {}
+        self.transpose_attrs: dict[Perm, Mapping[str, object]] = {}  # one frozen mapping per permutation
+        self.new_nodes: list[Node] = []
+        self.reports: list[PartitionReport] = []
+        self.node_part: list[str | None] = [None] * len(p.nodes)  # by node index: its partition
+        self.counters: dict[str, int] = {}
+        self.region_transposes: dict[str, list[Node]] = {}
+        self.made: dict[str, int] = {}  # without graphs: transposes per region
+        # the host's values of the input graph's values by name, made on first use (stand-ins
+        # without graphs, copies of graph inputs and constants), or all those of the host copy
+        self.originals: dict[str, Value] = {}
+        self.source: dict[str, Value] = {}  # graph inputs and constants, by name, to copy from
+        self.host: Graph | None = None
+        self.host_nodes: list[Node] | None = None  # the host copy's nodes: same order and names as p.nodes
+        if not graphs:  # values stand for themselves by name; no node is copied
+            pass
+        elif p._host is not None:  # the host copy exists: host nodes are its nodes
+            self.host = p._host
+            self.host_nodes = self.host.nodes
+            self.originals = {v.name: v for v in self.host.values()}
+        else:  # only what runs on the host is copied
+            graph = p.graph
+            self.source = {v.name: v for v in (*graph.inputs, *graph.constants())}
+            self.host = Graph([self.original_value(v.name) for v in graph.inputs], [], [], name=graph.name)
+            self.host.reserve_names([*self.source, *p.index])  # fresh names are fresh in the input graph too
+        # region outputs held in a backend layout, transposed back only when the host (or a
+        # region of another layout) reads them: regions of one layout pass them on directly
+        self.pending: dict[str, tuple[Value, Perm, str]] = {}
+        self.group_of = [0] * len(p.nodes)  # by node index: its group
+        for g, (_, idxs) in enumerate(p.groups):
+            for i in idxs:
+                self.group_of[i] = g
+        self.group_layout: dict[int, str] = {}  # region -> the layout its body is in
+
+    # -- values -------------------------------------------------------------------------------
+    def original_value(self, name: str) -> Value:
+        """The host's value for the input graph's value ``name``, as no region moved it."""
+        found = self.originals.get(name)
+        if found is None:
+            if not self.graphs:  # a stand-in
+                found = Value(name, _NO_TYPE)
+            else:  # a graph input or a constant
+                v = self.source[name]
+                found = Value(v.name, v.type, None, v.const)
+            self.originals[name] = found
+        return found
+
+    def plain_value(self, name: str) -> Value | None:
+        """The host value a region made for ``name``, in the model's layout (transposed back now
+        if it is pending); None if no region made it."""
+        found = self.by_name.get(name)
+        if found is None and name in self.pending:
+            out, inverse, region = self.pending.pop(name)
+            found = self.transpose(out, inverse, region)
+            found.name = name
+            self.by_name[name] = found
+        return found
+
+    def host_value(self, v: Value) -> Value:
+        """The host's value for ``v``: as a region made it, else as in the input graph."""
+        found = self.plain_value(v.name)
+        return self.original_value(v.name) if found is None else found
+
+    def transpose(self, v: Value, axes: Perm, region: str) -> Value:
+        """``v`` transposed by ``axes`` on the host, at a boundary of ``region``: once per (value, axes)."""
+        key = (v, axes)
+        out = self.transposes.get(key)
+        if out is None:
+            host = self.host
+            if host is None:
+                self.made[region] = self.made.get(region, 0) + 1
+                out = self.transposes[key] = Value(region, _NO_TYPE)
+                return out
+            # typed as the transpose rule would type it (the input's type, permuted), without
+            # running the rule again at each of the many region boundaries
+            name = host.fresh_name(f"{region}_layout")
+            attrs = self.transpose_attrs.get(axes)
+            if attrs is None:
+                attrs = self.transpose_attrs[axes] = freeze_attrs({"axes": axes})
+            t = Node(
+                "transpose",
+                [v],
+                attrs,
+                [permuted_type(v.type, axes)],
+                name=name,
+                output_names=[host.fresh_name(name)],
+            )
+            self.new_nodes.append(t)
+            self.region_transposes.setdefault(region, []).append(t)
+            out = self.transposes[key] = t.output
+        return out
+
+    # -- groups -------------------------------------------------------------------------------
+    def host_group(self, idxs: list[int]) -> None:
+        """The nodes ``idxs`` of a group the host runs, reading the host's values."""
+        nodes, new_nodes, host_value = self.p.nodes, self.new_nodes, self.host_value
+        if self.host is None:  # no node: only the values they read are transposed back
+            pending = self.pending
+            for i in idxs:
+                for v in nodes[i].inputs:
+                    if v.name in pending:
+                        self.plain_value(v.name)
+        elif self.host_nodes is not None:
+            host_nodes = self.host_nodes
+            for i in idxs:
+                node = host_nodes[i]
+                node.inputs = [host_value(v) for v in node.inputs]
+                new_nodes.append(node)
+        else:
+            originals = self.originals
+            for i in idxs:
+                node = nodes[i]
+                new = node.copy_reading([host_value(v) for v in node.inputs])
+                for v in new.outputs:
+                    originals[v.name] = v
+                new_nodes.append(new)
+
+    def region(self, g: int, b: int, idxs: list[int]) -> None:
+        """Group ``g``, offloaded to backend ``b``: its body and ``call`` (with graphs), the
+        transposes at its boundary, and its partition in the report."""
+        r = self._start_region(g, b, idxs)
+        self._boundary_inputs(r)
+        self._boundary_outputs(r)
+        if self.host is None:
+            call_outputs = [Value(name, _NO_TYPE) for name in r.out_names]
+        else:
+            call_outputs = self._call(r)
+        self._hand_on(r, call_outputs)
+        self._report_region(r)
+
+    def _start_region(self, g: int, b: int, idxs: list[int]) -> _Region:
+        """The region's name, its layout and its nodes in that layout's view."""
+        p = self.p
+        backend = p.backends[b]
+        k = self.counters.get(backend.name, 0)
+        self.counters[backend.name] = k + 1
+        layout = p._region_layout(backend, idxs, self.group_of, self.group_layout)
+        self.group_layout[g] = layout
+        _, vnodes, origin = p.views[layout] if layout != p.layout else p._host_view()
+        body_nodes = cast("list[Node]", [vnodes[i] for i in idxs])  # (every node is in its view)
+        return _Region(g, b, f"{backend.name}_{k}", idxs, body_nodes, origin)
+
+    def _boundary_inputs(self, r: _Region) -> None:
+        """Boundary inputs: new body inputs, fed on the host (through a transpose if needed)."""
+        layout = self.p.backends[r.b].layout
+        raw, host, origin, pname = self.raw, self.host, r.origin, r.name
+        plain_value, original_value, transpose = self.plain_value, self.original_value, self.transpose
+        body_nodes = r.body_nodes
+        produced = {v for nd in body_nodes for v in nd.outputs}
+        body_inputs: list[Value] = []
+        call_args: list[Value] = []
+        in_names: list[str] = []
+        replaced: dict[Value, Value] = {}
+        param_names: set[str] = set()
+        for nd in body_nodes:
+            for v in nd.inputs:
+                if v.const is not None or v in produced or v in replaced:
+                    continue
+                name, perm = origin[v]
+                src = raw.get((name, perm))
+                if src is None:
+                    plain = plain_value(name) or original_value(name)
+                    src = plain if _is_identity(perm) else transpose(plain, perm, pname)
+                in_names.append(name)
+                if host is None:  # no body: the name is all the report needs
+                    replaced[v] = v
+                    continue
+                param = Value(name if name not in param_names else f"{name}_{layout}", v.type)
+                param_names.add(param.name)
+                replaced[v] = param
+                body_inputs.append(param)
+                call_args.append(src)
+        r.in_names, r.body_inputs, r.call_args, r.replaced = in_names, body_inputs, call_args, replaced
+
+    def _boundary_outputs(self, r: _Region) -> None:
+        """Boundary outputs: used outside the region, or graph outputs
+        (asked of the input graph: a layout view may have dropped dead readers)."""
+        nodes, users, graph_outputs, origin = self.p.nodes, self.p.users, self.p.graph_outputs, r.origin
+        body_outputs: list[Value] = []
+        in_region = set(r.idxs)
+        unread = False
+        for i, nd in zip(r.idxs, r.body_nodes):
+            for ov, v in zip(nodes[i].outputs, nd.outputs):
+                readers = users.get(ov, ())
+                if ov in graph_outputs or not in_region.issuperset(readers):
+                    body_outputs.append(v)
+                elif not readers:
+                    unread = True
+        out_names = []
+        perms = []
+        for v in body_outputs:
+            name, perm = origin[v]
+            out_names.append(name)
+            perms.append(perm)
+        r.body_outputs, r.out_names, r.perms, r.unread = body_outputs, out_names, perms, unread
+
+    def _call(self, r: _Region) -> list[Value]:
+        """The region's body, its composites outlined, and the host's ``call`` of it; the call's outputs."""
+        p, host, replaced = self.p, self.host, r.replaced
+        assert host is not None
+        for nd in r.body_nodes:
+            if any(v in replaced for v in nd.inputs):
+                nd.inputs = [replaced.get(v, v) for v in nd.inputs]
+        body = Graph(r.body_inputs, r.body_outputs, r.body_nodes, name=r.name)
+        if r.unread:
+            remove_dead_nodes(body)
+        p._outline_composites(body, r.idxs, p.graph_outputs)
+        layout = p.backends[r.b].layout
+        call_out_names = [
+            name if _is_identity(perm) else host.fresh_name(f"{name}_{layout}")
+            for name, perm in zip(r.out_names, r.perms)
+        ]
+        call = Node(
+            CALL_OP,
+            r.call_args,
+            p.call_attrs[r.b],
+            [v.type for v in r.body_outputs],
+            name=host.fresh_name(r.name),
+            output_names=call_out_names,
+            body=body,
+        )
+        self.new_nodes.append(call)
+        return call.outputs
+
+    def _hand_on(self, r: _Region, call_outputs: list[Value]) -> None:
+        """The region's outputs, as the values the host and later regions read."""
+        for name, perm, out in zip(r.out_names, r.perms, call_outputs):
+            if _is_identity(perm):
+                self.by_name[name] = out
+            else:
+                self.raw[(name, perm)] = out
+                self.pending[name] = (out, _inverse(perm), r.name)
+
+    def _report_region(self, r: _Region) -> None:
+        """The region's partition in the report."""
+        p = self.p
+        for i in r.idxs:
+            self.node_part[i] = r.name
+        work, macs, _ = p.region_stats[r.g]
+        self.reports.append(
+            PartitionReport(
+                r.name,
+                p.backends[r.b].name,
+                [p.nodes[i].name for i in r.idxs],
+                r.in_names,
+                r.out_names,
+                macs,
+                work,
+            )
+        )
+
+    def finish(self) -> Graph | None:
+        """The host graph, its outputs set and its dead nodes dropped (None without graphs), and
+        the transposes of each partition counted."""
+        host, graph = self.host, self.p.graph
+        if host is None:
+            for v in graph.outputs:
+                self.plain_value(v.name)
+            for rep in self.reports:
+                rep.transposes = self.made.get(rep.name, 0)
+            return None
+        host.outputs = [self.host_value(v) for v in graph.outputs]
+        host.nodes = self.new_nodes
+        remove_dead_nodes(host, nested=False)  # region bodies are built without dead nodes
+        alive = set(host.nodes)
+        for rep in self.reports:
+            rep.transposes = sum(1 for t in self.region_transposes.get(rep.name, ()) if t in alive)
+        return host
 
 
 def _check_raised(backend: Backend, node: Node, exc: Exception) -> PartitionError:
