@@ -48,6 +48,7 @@ app = typer.Typer(
         "  accel compile model.onnx --backends ethosn,acl   # -> model.accel\n"
         "  accel run model.accel --repeat 20   # run a compiled artifact (or a model, on the host)\n"
         "  accel run model.onnx --input x=x.npy --output out.npz\n"
+        "  accel run model.accel --compare onnxruntime=model.onnx   # outputs against ONNX Runtime's\n"
         "  accel inspect model.onnx --backends ethosn,acl --format html > report.html\n"
         "  accel inspect model.onnx            # the imported IR, as text"
     ),
@@ -451,6 +452,264 @@ def artifact_summary(report: Any) -> str:
     return f"{len(report.partitions)} partition(s): {parts}; {host} host op(s)"
 
 
+#: ``accel run --compare`` defaults: float outputs agree when ``|a - b| <= atol + rtol * |b|`` everywhere
+#: (``b`` the other runtime's value, as numpy.isclose), uint8/int8 outputs when no value is more
+#: than ``max_quantum_diff`` steps apart (a rounding tie may fall either way: one step).
+DEFAULT_ATOL = 1e-4
+DEFAULT_RTOL = 1e-3
+DEFAULT_MAX_QUANTUM_DIFF = 1
+
+QUANTIZED_DTYPES = ("uint8", "int8")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+    max_quantum_diff: int = DEFAULT_MAX_QUANTUM_DIFF
+
+    def describe(self) -> str:
+        return (
+            f"tolerance --atol {self.atol:g} --rtol {self.rtol:g}, uint8/int8 outputs "
+            f"--max-quantum-diff {self.max_quantum_diff}"
+        )
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """One output of ``accel run --compare``: its differences and, past the tolerance, why it fails."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    max_abs: float
+    max_rel: float
+    #: Quantized outputs: values one step apart, and further apart.
+    one_step: int | None = None
+    more_steps: int | None = None
+    #: [N, C] float outputs: rows whose top-1 (top-5) classes agree, of N.
+    top1: int | None = None
+    top5: int | None = None
+    rows: int | None = None
+    failure: str | None = None
+
+
+def compare_outputs(
+    got: dict[str, np.ndarray], expected: dict[str, np.ndarray], tolerance: Tolerance = Tolerance()
+) -> list[OutputComparison]:
+    """``got`` (accel's outputs) against ``expected`` (the other runtime's), output by output.
+
+    Outputs are matched by name, else in order when the names differ but the counts agree.
+    Differences are measured in float64; NaN equals NaN. A uint8/int8 output is judged by the
+    largest step between values, any other by ``|a - b| <= atol + rtol * |b|``.
+    """
+    if set(got) != set(expected):
+        if len(got) != len(expected):
+            raise InputError(
+                f"the outputs differ: accel gives {', '.join(map(repr, got))}, the other runtime "
+                f"{', '.join(map(repr, expected))}"
+            )
+        expected = dict(zip(got, expected.values()))
+    found = []
+    for name, a in got.items():
+        b = np.asarray(expected[name])
+        shape = tuple(int(d) for d in a.shape)
+        if a.shape != b.shape:
+            found.append(
+                OutputComparison(
+                    name,
+                    a.dtype.name,
+                    shape,
+                    math.inf,
+                    math.inf,
+                    failure=f"output {name!r} has shape {list(a.shape)}, the other runtime's {list(b.shape)}",
+                )
+            )
+            continue
+        x, y = a.astype(np.float64), b.astype(np.float64)
+        diff = np.abs(x - y)
+        both_nan = np.isnan(x) & np.isnan(y)
+        diff[both_nan] = 0.0
+        diff[np.isnan(diff)] = math.inf
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(diff == 0, 0.0, diff / np.abs(y))
+        max_abs = float(diff.max()) if diff.size else 0.0
+        max_rel = float(rel.max()) if rel.size else 0.0
+        if a.dtype.name in QUANTIZED_DTYPES and b.dtype.name == a.dtype.name:
+            steps = diff
+            failure = None
+            if max_abs > tolerance.max_quantum_diff:
+                i = int(np.argmax(steps))
+                failure = (
+                    f"output {name!r} ({a.dtype.name}) differs by {max_abs:.0f} steps at {_index(i, a.shape)} "
+                    f"({a.reshape(-1)[i]} vs {b.reshape(-1)[i]}), more than --max-quantum-diff "
+                    f"{tolerance.max_quantum_diff}; {int(np.sum(steps > tolerance.max_quantum_diff))} of {a.size} values"
+                )
+            found.append(
+                OutputComparison(
+                    name,
+                    a.dtype.name,
+                    shape,
+                    max_abs,
+                    max_rel,
+                    one_step=int(np.sum(steps == 1)),
+                    more_steps=int(np.sum(steps > 1)),
+                    failure=failure,
+                )
+            )
+            continue
+        allowed = tolerance.atol + tolerance.rtol * np.abs(y)
+        excess = diff - allowed
+        failure = None
+        if excess.size and float(excess.max()) > 0:
+            i = int(np.argmax(excess))
+            failure = (
+                f"output {name!r} differs by {diff.reshape(-1)[i]:.3g} at {_index(i, a.shape)} ({x.reshape(-1)[i]:.6g} vs "
+                f"{y.reshape(-1)[i]:.6g}), more than --atol {tolerance.atol:g} + --rtol {tolerance.rtol:g} x "
+                f"|{y.reshape(-1)[i]:.6g}| = {allowed.reshape(-1)[i]:.3g}; {int(np.sum(excess > 0))} of {a.size} values"
+            )
+        top1 = top5 = rows = None
+        if a.ndim == 2 and a.dtype.kind == "f" and a.shape[1] >= 2 and a.shape[0] >= 1:
+            rows = a.shape[0]
+            top1 = int(np.sum(np.argmax(x, axis=1) == np.argmax(y, axis=1)))
+            if a.shape[1] > 5:
+                tx = np.sort(np.argsort(-x, axis=1, kind="stable")[:, :5], axis=1)
+                ty = np.sort(np.argsort(-y, axis=1, kind="stable")[:, :5], axis=1)
+                top5 = int(np.sum(np.all(tx == ty, axis=1)))
+        found.append(
+            OutputComparison(
+                name, a.dtype.name, shape, max_abs, max_rel, top1=top1, top5=top5, rows=rows, failure=failure
+            )
+        )
+    return found
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The position of element ``flat`` of an array of ``shape``, as a list of indices."""
+    return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
+
+
+def _comparison_table(verdicts: list[OutputComparison], other: str) -> Table:
+    table = Table()
+    for col in ("output", "dtype", "shape", "max |diff|", "max rel diff", "agreement", "within tolerance"):
+        table.add_column(col, justify="right" if col.startswith("max") else "left")
+    for v in verdicts:
+        if v.one_step is not None:
+            agreement = f"{v.one_step} values 1 step apart, {v.more_steps} more"
+        elif v.top1 is not None:
+            agreement = f"top-1 {v.top1}/{v.rows}" + (f", top-5 {v.top5}/{v.rows}" if v.top5 is not None else "")
+        else:
+            agreement = "-"
+        table.add_row(
+            Text(v.name),
+            v.dtype,
+            str(list(v.shape)),
+            f"{v.max_abs:.3g}",
+            f"{v.max_rel:.3g}",
+            agreement,
+            "yes" if v.failure is None else Text("NO", style="red"),
+        )
+    return table
+
+
+def _parse_compare(spec: str, model: Path) -> tuple[str, Path | None]:
+    """``--compare``: ("onnxruntime", the ONNX model it runs) or ("reference", None), checked against MODEL."""
+    kind, sep, path = spec.partition("=")
+    artifact = _looks_like_artifact(model)
+    if kind == "reference" and not sep:
+        if not artifact:
+            raise InputError(
+                "--compare reference compares an artifact with the reference executor, which is what runs an "
+                "ONNX model already: compare a model with --compare onnxruntime"
+            )
+        return "reference", None
+    if kind != "onnxruntime" or (sep and not path):
+        raise InputError(f"--compare takes onnxruntime, onnxruntime=MODEL.onnx or reference, got {spec!r}")
+    if not artifact:
+        if sep:
+            raise InputError(
+                "--compare onnxruntime=MODEL.onnx is for an artifact; an ONNX model is compared with onnxruntime "
+                "running that model: --compare onnxruntime"
+            )
+        return "onnxruntime", model
+    if not sep:
+        raise InputError(
+            "--compare onnxruntime on an artifact needs the ONNX model it was compiled from: "
+            "--compare onnxruntime=MODEL.onnx (or --compare reference: its host graph on the reference executor)"
+        )
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"--compare onnxruntime={path}: no such file")
+    if _looks_like_artifact(source):
+        raise InputError(f"--compare onnxruntime={path} is an artifact; give the ONNX model it was compiled from")
+    return "onnxruntime", source
+
+
+def cpu_has_vnni() -> bool:
+    """Whether the CPU multiplies int8 with VNNI (AVX512_VNNI or AVX-VNNI)."""
+    from accel._cpu import cpu_flags
+
+    return bool(cpu_flags() & {"avx512_vnni", "avx_vnni"})
+
+
+def ort_session(model: Path | bytes, *, quantized: bool = False, threads: int | None = None) -> Any:
+    """An onnxruntime CPU session to compare with: idle worker threads sleep
+    (``session.intra_op.allow_spinning=0``), and a quantized model on a CPU without VNNI runs on
+    ONNX Runtime's exact int8 kernels (``session.x64quantprecision=1``; the default ones saturate
+    16-bit pair sums there, results the reference kernels would not match)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise InputError("--compare onnxruntime needs ONNX Runtime: pip install onnxruntime") from None
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if threads is not None:
+        opts.intra_op_num_threads = threads
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if quantized and not cpu_has_vnni():
+        opts.add_session_config_entry("session.x64quantprecision", "1")
+    source = model if isinstance(model, bytes) else str(model)
+    try:
+        return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT's own error types: the model is one ORT cannot run
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(
+            f"onnxruntime cannot load {source if isinstance(source, str) else 'the model'}: {first}"
+        ) from None
+
+
+def _run_comparison(
+    against: tuple[str, Path | None], graph: accel.Graph, inputs: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], str]:
+    """The other runtime's outputs on ``inputs``, and its name for the report."""
+    kind, source = against
+    if kind == "reference":
+        from accel.executor import ReferenceExecutor
+
+        with err.status(Text("running the reference executor ..."), spinner="dots"):
+            return ReferenceExecutor(graph).run(inputs), "the reference executor (the artifact's host graph)"
+    assert source is not None
+    import onnxruntime as ort  # (ort_session says how to install it)
+
+    quantized = any(v.type.dtype in QUANTIZED_DTYPES for n in graph.walk() for v in n.outputs)
+    with err.status(Text(f"running {source.name} on onnxruntime ..."), spinner="dots"):
+        sess = ort_session(source, quantized=quantized)
+        names = [i.name for i in sess.get_inputs()]
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise InputError(
+                f"{source.name} takes input(s) {', '.join(map(repr, missing))} that the run does not: "
+                "is it the model the artifact was compiled from?"
+            )
+        try:
+            values = sess.run(None, {n: inputs[n] for n in names})
+        except Exception as exc:
+            raise InputError(f"onnxruntime cannot run {source.name}: {str(exc).strip().splitlines()[0]}") from None
+    outputs = {o.name: np.asarray(v) for o, v in zip(sess.get_outputs(), values)}
+    precise = "" if not quantized or cpu_has_vnni() else ", exact int8 kernels"
+    return outputs, f"onnxruntime {ort.__version__} (CPU{precise}) running {source.name}"
+
+
 def _load_runner(
     path: Path, shapes: dict[str, tuple[int, ...]], given: dict[str, NpyInput] | None, threads: int | None = None
 ) -> tuple[Any, str, dict[str, np.ndarray] | None]:
@@ -524,6 +783,31 @@ def run(
             help="Threads the artifact's partitions compute with. Default: ACCEL_NUM_THREADS, else every core.",
         ),
     ] = None,
+    compare: Annotated[
+        Optional[str],
+        typer.Option(
+            "--compare",
+            "-c",
+            help="Compare the outputs with another runtime on the same inputs: 'onnxruntime' (an ONNX model; "
+            "an artifact: 'onnxruntime=MODEL.onnx', the model it was compiled from) or 'reference' (an artifact: "
+            "its host graph, partitions included, on the reference executor). Exit code 1 past the tolerance.",
+        ),
+    ] = None,
+    atol: Annotated[
+        float, typer.Option("--atol", min=0.0, help="--compare: absolute tolerance of float outputs.")
+    ] = DEFAULT_ATOL,
+    rtol: Annotated[
+        float,
+        typer.Option(
+            "--rtol", min=0.0, help="--compare: relative tolerance of float outputs (|a-b| <= atol + rtol*|b|)."
+        ),
+    ] = DEFAULT_RTOL,
+    max_quantum_diff: Annotated[
+        int,
+        typer.Option(
+            "--max-quantum-diff", min=0, help="--compare: largest difference allowed in uint8/int8 outputs, in steps."
+        ),
+    ] = DEFAULT_MAX_QUANTUM_DIFF,
 ) -> None:
     """Run a compiled artifact or a model and print its outputs and timing.
 
@@ -531,23 +815,30 @@ def run(
     take the arrays' shapes, and inputs that fix a shape (a Reshape's shape, a
     Resize's sizes ...) are specialized on their values. An artifact's partitions
     run on as many threads as --threads says (the artifact does not fix it).
+
+    --compare runs a second runtime on the same inputs and prints, per output, the
+    largest absolute and relative differences, top-1/top-5 agreement of [N, C]
+    scores and, for uint8/int8 outputs, how many values differ by one step and by
+    more; past --atol/--rtol (--max-quantum-diff) it says which output and exits 1.
     """
     shapes = _parse_input_shapes(input_shape)
     if threads is not None and (model is None or not _looks_like_artifact(model)):
         raise InputError("--threads applies to a compiled .accel artifact (a model runs on the reference executor)")
     if model is None:
-        if input or output or shapes:
+        if input or output or shapes or compare:
             raise InputError(
-                "--input/--output/--input-shape need a MODEL; without one, run scores the embedded digits model"
+                "--input/--output/--input-shape/--compare need a MODEL; without one, run scores the embedded "
+                "digits model"
             )
         _run_default(repeat)
         return
+    against = _parse_compare(compare, model) if compare is not None else None
     _check_input_shapes(model, shapes)
     given = _parse_inputs(input or []) if input else None
     _check_outputs([(output, "--output")], [model, *(Path(g.path) for g in (given or {}).values())])
     runner, headline, inputs = _load_runner(model, shapes, given, threads)
     _check_memory(runner)
-    if given is None and output is None and _is_digits_artifact(model, runner.graph):
+    if against is None and given is None and output is None and _is_digits_artifact(model, runner.graph):
         _score_digits_artifact(runner, headline, repeat)
         return
     if inputs is None:
@@ -557,6 +848,28 @@ def run(
         t0 = time.perf_counter()
         results = runner.run(inputs)
         times.append(time.perf_counter() - t0)
+    on = f"; threads: {runner.threads}" if getattr(runner, "handles", None) else ""
+    footer = f"inputs: {'given' if input else f'random (seed {seed})'}{on}; time: {_timing(times)}"
+    if against is not None:
+        # onnxruntime reads every input of the ONNX model, those the import specialized on included
+        feed = _read_inputs(given) if given is not None and against[0] == "onnxruntime" else inputs
+        expected, label = _run_comparison(against, runner.graph, feed)
+        tolerance = Tolerance(atol, rtol, max_quantum_diff)
+        verdicts = compare_outputs(results, expected, tolerance)
+        out.print(headline)
+        out.print(f"compared with {label}; {tolerance.describe()}")
+        out.print(_comparison_table(verdicts, against[0]))
+        out.print(footer)
+        if output is not None:
+            _save_npz(output, results)
+            out.print(f"wrote {output}")
+        failed = [v for v in verdicts if v.failure is not None]
+        if failed:
+            err.print(
+                f"mismatch: {'; '.join(str(v.failure) for v in failed)}", markup=False, highlight=False, soft_wrap=True
+            )
+            raise typer.Exit(1)
+        return
     out.print(headline)
     table = Table()
     for col in ("output", "dtype", "shape", "min", "max", "mean"):
@@ -565,8 +878,7 @@ def run(
         a = arr.astype(np.float64) if arr.size else np.zeros(1)
         table.add_row(name, arr.dtype.name, str(list(arr.shape)), f"{a.min():.6g}", f"{a.max():.6g}", f"{a.mean():.6g}")
     out.print(table)
-    on = f"; threads: {runner.threads}" if getattr(runner, "handles", None) else ""
-    out.print(f"inputs: {'given' if input else f'random (seed {seed})'}{on}; time: {_timing(times)}")
+    out.print(footer)
     if output is not None:
         _save_npz(output, results)
         out.print(f"wrote {output}")
