@@ -122,6 +122,7 @@ def template(session: nox.Session) -> None:
     with tempfile.TemporaryDirectory(prefix="accel-template-") as tmp:
         backend = Path(tmp) / "accel-mynpu"
         session.run("accel-sdk", "new", "mynpu", "--output", str(backend))
+        session.install(*build_requires([backend]))  # oneDNN's wheels, which the rendered runtime links
         session.install("--no-build-isolation", str(backend))
         session.run("accel", "backends")
         session.run("pytest", "-p", "no:cacheprovider", str(backend / "tests"), *session.posargs)

@@ -27,6 +27,8 @@ RESERVED = frozenset({"host", "cpu", "reference", "sdk", "core"})
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 #: The path segment standing for the Python package folder.
 PACKAGE_SEGMENT = "__package__"
+#: Stands for the backend's name inside a file name (``bench___name__.py`` -> ``bench_mynpu.py``).
+NAME_MARK = "__name__"
 #: A file or folder name starting with this is rendered with a leading dot (``dot_gitignore`` -> ``.gitignore``).
 DOT_PREFIX = "dot_"
 TEMPLATE_SUFFIX = ".tmpl"
@@ -39,7 +41,7 @@ app = typer.Typer(
         "  accel-sdk new mynpu           # the backend accel-mynpu, in ./accel-mynpu\n\n"
         "  accel-sdk new mynpu -o npu/   # in another folder (missing or empty)\n\n"
         "It builds and passes the conformance kit as rendered (needs a C++17 compiler):\n\n"
-        "  pip install scikit-build-core pybind11 cmake ninja\n\n"
+        "  pip install scikit-build-core pybind11 cmake ninja onednn-devel-cpu-gomp==2023.2.0 onednn-cpu-gomp==2023.2.0\n\n"
         "  pip install --no-build-isolation ./accel-mynpu\n\n"
         "  pytest accel-mynpu/tests"
     ),
@@ -72,6 +74,7 @@ def template_values(name: str) -> dict[str, str]:
         "distribution": f"accel-{name.replace('_', '-')}",
         "class_name": f"{camel}Backend",
         "runtime_class": f"{camel}Runtime",
+        "options_class": f"{camel}Options",
         "magic": (name.upper().replace("_", "") + "BLOB")[:4],
         "sdk_version": accel_sdk.__version__,
         "core_version": accel.__version__,
@@ -115,6 +118,7 @@ def template_files(root: Path | None = None) -> dict[str, str]:
 def _segment(part: str, values: dict[str, str]) -> str:
     if part == PACKAGE_SEGMENT:
         return values["package"]
+    part = part.replace(NAME_MARK, values["name"])
     return "." + part[len(DOT_PREFIX) :] if part.startswith(DOT_PREFIX) else part
 
 
@@ -181,15 +185,20 @@ def new(
     """Render a new backend distribution that builds and passes accel-sdk's conformance kit as rendered.
 
     It holds pyproject.toml (scikit-build-core, entry point in group accel.backends), CMakeLists.txt
-    (find_package(accel_sdk) + accel_add_runtime), the Backend class (a pattern table and op checks),
-    a serializer, a C++ runtime (relu, add, max_pool2d and a conv2d -> bias_add -> relu composite),
-    a README documenting the blob format, and tests on the conformance kit (accel_sdk.testing).
+    (find_package(accel_sdk) + accel_add_runtime + accel_link_onednn), the Backend class, the support
+    table (support.py), the target options, a serializer writing accel-sdk's graph blob, a C++ runtime
+    on accel-sdk's graph runtime computing through oneDNN (a conv2d -> bias_add -> relu composite,
+    max/avg pools, add, relu, sigmoid, tanh), a README documenting the blob, tests (the conformance
+    kit of accel_sdk.testing, an op grid, refusals, threads, a ResNet-18) and a benchmark.
     """
     values = template_values(name)
     dest = output if output is not None else Path(values["distribution"])
     written = render(name, dest)
     typer.echo(f"rendered {values['distribution']} ({len(written)} files) in {dest}")
-    typer.echo("next, with a C++17 compiler and the build tools (pip install scikit-build-core pybind11 cmake ninja):")
+    typer.echo(
+        "next, with a C++17 compiler and the build tools (pip install scikit-build-core pybind11 cmake ninja "
+        "onednn-devel-cpu-gomp==2023.2.0 onednn-cpu-gomp==2023.2.0):"
+    )
     typer.echo(f"  pip install --no-build-isolation {dest}")
     typer.echo(f"  pytest {dest / 'tests'}")
 
