@@ -21,7 +21,7 @@ import numpy as np
 
 from accel.errors import TypeInferenceError
 from accel.ops.common import FLOAT_DTYPES, broadcast_shapes, expect, normalize_axis
-from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
+from accel.ops.registry import REQUIRED, Affine, Layout, OpContext, Qdq, register_op
 from accel.quant import along_axis
 from accel.tensor_types import QuantParams, TensorType
 
@@ -90,7 +90,12 @@ def _binary_rule(quant: str) -> Callable[..., TensorType]:
 
 
 def _register_binary(
-    name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], quant: str, doc: str, qnn: str | None = None
+    name: str,
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    quant: str,
+    doc: str,
+    qnn: str | None = None,
+    affine: Affine | None = None,
 ) -> None:
     def kernel(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(fn(a, b), dtype=ctx.out_types[0].dtype)
@@ -103,6 +108,7 @@ def _register_binary(
         layout=Layout.ELEMENTWISE,
         qdq=Qdq.NONE if qnn is None else Qdq.INTEGER,
         qnn=qnn,
+        affine=affine,
     )(kernel)
 
 
@@ -138,9 +144,9 @@ def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-_register_binary("add", np.add, "zero_point0", "a + b, numpy broadcasting.", qnn="qnn.add")
+_register_binary("add", np.add, "zero_point0", "a + b, numpy broadcasting.", qnn="qnn.add", affine=Affine.SHIFT)
 _register_binary("subtract", np.subtract, "zero_point0", "a - b, numpy broadcasting.")
-_register_binary("multiply", np.multiply, "none", "a * b, numpy broadcasting.", qnn="qnn.mul")
+_register_binary("multiply", np.multiply, "none", "a * b, numpy broadcasting.", qnn="qnn.mul", affine=Affine.SCALE)
 _register_binary("divide", _divide, "none", "a / b; integer division truncates toward zero (ONNX Div).")
 _register_binary("maximum", np.maximum, "same", "Elementwise max (NaN propagates).")
 _register_binary("minimum", np.minimum, "same", "Elementwise min (NaN propagates).")

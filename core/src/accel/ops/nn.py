@@ -50,7 +50,7 @@ from accel.ops.geometry import (  # noqa: F401  (ConvGeometry, PoolGeometry, the
     conv2d_geometry,
     pool2d_geometry,
 )
-from accel.ops.registry import REQUIRED, Layout, OpContext, Qdq, register_op
+from accel.ops.registry import REQUIRED, Affine, Layout, OpContext, Qdq, register_op
 from accel.tensor_types import TensorType
 
 Kernel = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
@@ -1061,7 +1061,13 @@ def _prepare_bias_add(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.n
 
 
 @register_op(
-    "nn.bias_add", layout=Layout.AXIS, infer=_infer_bias_add, attrs={"axis": 1}, num_inputs=2, prepare=_prepare_bias_add
+    "nn.bias_add",
+    layout=Layout.AXIS,
+    infer=_infer_bias_add,
+    attrs={"axis": 1},
+    num_inputs=2,
+    prepare=_prepare_bias_add,
+    affine=Affine.SHIFT,
 )
 def bias_add(ctx: OpContext, data: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """Add a per-channel bias along ``axis`` (integer accumulators wrap like their dtype)."""

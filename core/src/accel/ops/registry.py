@@ -63,6 +63,12 @@ and passes ask the :class:`OpDef`, never a list of op names of their own:
   (convolutions, dense): the channel axis of the output and the weight axis
   holding output channels (``None`` when groups split them). Batch norms fold
   into such layers.
+- ``affine``, an :class:`Affine`, for a binary op that, given a constant
+  operand ``c``, computes ``data · c`` (``SCALE``: ``multiply``) or
+  ``data + c`` (``SHIFT``: ``add``, ``nn.bias_add``). ``c`` is either operand
+  under numpy broadcasting, or, for an op with an ``axis`` attribute, the
+  second operand, a vector along that axis. Per-channel scales and shifts
+  after a layer with ``channel_axes`` fold into its weight and bias.
 - ``qdq``, a :class:`Qdq` role, says how :mod:`accel.passes.qdq_to_qnn` treats
   the op between ``qnn.dequantize`` and ``qnn.quantize`` (or a callable of the
   node's attributes returning one, when it depends on them); ``qnn`` names
@@ -130,6 +136,15 @@ class Qdq(enum.Enum):
     INTEGER = "integer"
 
 
+class Affine(enum.Enum):
+    """What a binary op computes from its data and a constant operand ``c`` (see the module doc)."""
+
+    #: ``data · c``
+    SCALE = "scale"
+    #: ``data + c``
+    SHIFT = "shift"
+
+
 @dataclass(frozen=True)
 class OpContext:
     """What a kernel knows about the node it runs."""
@@ -173,6 +188,7 @@ class OpDef:
     channel_axes: Callable[[Mapping[str, Any], int], tuple[int, int | None]] | None = None
     qdq: Qdq | Callable[[Mapping[str, Any]], Qdq] = Qdq.NONE
     qnn: str | None = None
+    affine: Affine | None = None
 
     def qdq_role(self, attrs: Mapping[str, Any]) -> Qdq:
         """The op's :class:`Qdq` role for a node with ``attrs``."""
@@ -206,6 +222,7 @@ def register_op(
     channel_axes: Callable[[Mapping[str, Any], int], tuple[int, int | None]] | None = None,
     qdq: Qdq | Callable[[Mapping[str, Any]], Qdq] = Qdq.NONE,
     qnn: str | None = None,
+    affine: Affine | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``kernel`` as the reference of op ``name``.
 
@@ -213,7 +230,8 @@ def register_op(
     variadic. The traits (``layout`` ... ``qnn``) are described in the module
     doc; ``layout`` must be given for every op. Traits that do not fit the op
     are refused here (an ``AXIS`` op without an ``axis`` attribute, a
-    ``LINEAR`` role without ``qnn`` and ``channel_axes``).
+    ``LINEAR`` role without ``qnn`` and ``channel_axes``, an ``affine`` op
+    without exactly two inputs).
     """
     if isinstance(layout, Layout):
         needs = _LAYOUT_ATTRS.get(layout, ())
@@ -230,6 +248,8 @@ def register_op(
     else:
         lo, hi = num_inputs
         n_in = (lo, hi)
+    if affine is not None and (not isinstance(affine, Affine) or n_in != (2, 2)):
+        raise RuntimeError(f"op {name!r}: affine must be an Affine, on an op of two inputs (data and c)")
 
     def deco(kernel: Callable[..., Any]) -> Callable[..., Any]:
         if name in REGISTRY:
@@ -249,6 +269,7 @@ def register_op(
             channel_axes=channel_axes,
             qdq=qdq,
             qnn=qnn,
+            affine=affine,
         )
         return kernel
 

@@ -1,5 +1,6 @@
 """Realistic test networks built with ``onnx.helper``: ResNet-18/50, MobileNetV2, DenseNet-121,
-a transformer encoder; and ``chain``, a network of any depth for scale tests.
+a transformer encoder, Caffe2-style Inception v2 and DenseNet-121; and ``chain``, a network
+of any depth for scale tests.
 
 The graphs have the shape of what PyTorch's exporter writes for torchvision's
 models in eval mode (Conv + BatchNormalization, Relu, MaxPool, residual Add,
@@ -9,6 +10,11 @@ drawn from a fixed seed. Weights are He-initialized and the batch norms carry
 non-trivial random statistics in ranges that keep activations of order one
 (standard deviations between about 0.5 and 7) through the whole depth, so
 quantization and tolerance checks on them are meaningful.
+
+The Caffe2-style models have the shape of the ONNX model zoo's conversions
+from Caffe2 (``inception_v2``, ``densenet121``): convolutions with a bias
+input, and every batch norm exported as ``Mul`` and ``Add`` of ``[C, 1, 1]``
+initializers (its folded scale and shift).
 
 ``quantize_qdq`` turns such a model into a QDQ model with ONNX Runtime's
 static quantizer, the way users produce quantized models.
@@ -35,6 +41,8 @@ __all__ = [
     "OUTPUT_NAME",
     "chain",
     "densenet121",
+    "densenet121_caffe2",
+    "inception_v2_caffe2",
     "mobilenet_v2",
     "quantize_qdq",
     "random_inputs",
@@ -112,6 +120,22 @@ class _Builder:
             epsilon=1e-5,
             momentum=0.9,
         )
+
+    def scale_shift(self, x: str, c: int) -> str:
+        """A batch norm as Caffe2 exports it: ``Mul`` by its scale, ``Add`` of its shift, both ``[C, 1, 1]``.
+
+        The scale and shift are those of :meth:`bn`'s random statistics
+        (``gamma / sqrt(var + eps)`` and ``beta - mean · scale``).
+        """
+        base = self._name("scale_shift_param")
+        gamma = self.rng.uniform(0.6, 1.4, size=c)
+        beta = self.rng.normal(0.0, 0.2, size=c)
+        mean = self.rng.normal(0.0, 0.2, size=c)
+        var = self.rng.uniform(0.6, 1.8, size=c)
+        scale = gamma / np.sqrt(var + 1e-5)
+        shift = beta - mean * scale
+        x = self.node("Mul", [x, self._init(f"{base}.scale", scale.astype(np.float32).reshape(c, 1, 1))])
+        return self.node("Add", [x, self._init(f"{base}.shift", shift.astype(np.float32).reshape(c, 1, 1))])
 
     def relu(self, x: str) -> str:
         return self.node("Relu", [x])
@@ -454,6 +478,93 @@ def densenet121(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0
             c //= 2
     b.head(_dense_pre(b, x, c), c, num_classes)
     return b.model("densenet121", resolution, num_classes)
+
+
+def _conv_unit(b: _Builder, x: str, cin: int, cout: int, k: int, stride: int = 1) -> str:
+    """Inception v2's unit as Caffe2 exports it: Conv (with bias) → Mul → Add → Relu."""
+    return b.relu(b.scale_shift(b.conv(x, cin, cout, k, stride=stride, bias=True), cout))
+
+
+def _pool(b: _Builder, x: str, op: str, stride: int = 1) -> str:
+    """A 3×3 pooling padded by one (``op``: ``MaxPool`` or ``AveragePool``)."""
+    return b.node(op, [x], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[stride, stride])
+
+
+# Inception v2 (BN-Inception) blocks: (1x1, (3x3 reduce, 3x3), (double 3x3 reduce, double 3x3),
+# pool, pool projection); a block without a 1x1 branch (0) halves the resolution, its pool
+# passing the input through unprojected.
+_INCEPTION_V2_BLOCKS = [
+    (64, (64, 64), (64, 96), "AveragePool", 32),
+    (64, (64, 96), (64, 96), "AveragePool", 64),
+    (0, (128, 160), (64, 96), "MaxPool", 0),
+    (224, (64, 96), (96, 128), "AveragePool", 128),
+    (192, (96, 128), (96, 128), "AveragePool", 128),
+    (160, (128, 160), (128, 160), "AveragePool", 96),
+    (96, (128, 192), (160, 192), "AveragePool", 96),
+    (0, (128, 192), (192, 256), "MaxPool", 0),
+    (352, (192, 320), (160, 224), "AveragePool", 128),
+    (352, (192, 320), (192, 224), "MaxPool", 128),
+]
+
+
+def inception_v2_caffe2(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """Inception v2 (BN-Inception: ten inception blocks, two of them stride 2) in Caffe2's export style.
+
+    Every convolution is Conv (with bias) → Mul → Add → Relu (:meth:`_Builder.scale_shift`);
+    a block's branches (1×1; 1×1 → 3×3; 1×1 → 3×3 → 3×3; 3×3 pool → 1×1) are concatenated.
+    The stem is 7×7/2 conv, 3×3/2 max pool, 1×1 and 3×3 convs, 3×3/2 max pool; the head
+    global average pool → classifier. About 11 M parameters at any resolution.
+    """
+    _check_resolution(resolution)
+    b = _Builder(seed)
+    x = _conv_unit(b, INPUT_NAME, 3, 64, 7, stride=2)
+    x = _pool(b, x, "MaxPool", stride=2)
+    x = _conv_unit(b, x, 64, 64, 1)
+    x = _conv_unit(b, x, 64, 192, 3)
+    x = _pool(b, x, "MaxPool", stride=2)
+    c = 192
+    for one, (r3, c3), (rd, cd), pool, proj in _INCEPTION_V2_BLOCKS:
+        stride = 2 if one == 0 else 1
+        branches = [_conv_unit(b, x, c, one, 1)] if one else []
+        branches.append(_conv_unit(b, _conv_unit(b, x, c, r3, 1), r3, c3, 3, stride=stride))
+        y = _conv_unit(b, _conv_unit(b, x, c, rd, 1), rd, cd, 3)
+        branches.append(_conv_unit(b, y, cd, cd, 3, stride=stride))
+        y = _pool(b, x, pool, stride=stride)
+        branches.append(_conv_unit(b, y, c, proj, 1) if proj else y)
+        x = b.node("Concat", branches, axis=1)
+        c = one + c3 + cd + (proj or c)
+    b.head(x, c, num_classes)
+    return b.model("inception_v2_caffe2", resolution, num_classes)
+
+
+def densenet121_caffe2(resolution: int = 224, *, num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """DenseNet-121 (dense blocks 6-12-24-16, growth rate 32) in Caffe2's export style.
+
+    Every batch norm is Mul → Add (:meth:`_Builder.scale_shift`), convolutions have no bias.
+    A dense layer is Mul → Add → Relu → 1×1 conv → Mul → Add → Relu → 3×3 conv, its
+    output concatenated to the block's features so far (one two-input ``Concat`` per
+    layer, as Caffe's DenseNet writes it); a transition is Mul → Add → Relu → 1×1 conv
+    → 2×2 average pool; the head Mul → Add → Relu → global average pool → classifier.
+    The batch norms after a concatenation (pre-activations) read no convolution.
+    """
+    _check_resolution(resolution)
+    growth, bottleneck = 32, 4 * 32
+    b = _Builder(seed)
+    x = b.relu(b.scale_shift(b.conv(INPUT_NAME, 3, 64, 7, stride=2), 64))
+    x = _pool(b, x, "MaxPool", stride=2)
+    c = 64
+    for block, layers in enumerate((6, 12, 24, 16)):
+        for _ in range(layers):
+            y = b.conv(b.relu(b.scale_shift(x, c)), c, bottleneck, 1)
+            y = b.conv(b.relu(b.scale_shift(y, bottleneck)), bottleneck, growth, 3)
+            x = b.node("Concat", [x, y], axis=1)
+            c += growth
+        if block < 3:
+            x = b.conv(b.relu(b.scale_shift(x, c)), c, c // 2, 1)
+            x = b.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])
+            c //= 2
+    b.head(b.relu(b.scale_shift(x, c)), c, num_classes)
+    return b.model("densenet121_caffe2", resolution, num_classes)
 
 
 def chain(n_nodes: int = 100_000, *, channels: int = 4, resolution: int = 8, seed: int = 0) -> onnx.ModelProto:
