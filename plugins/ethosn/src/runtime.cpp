@@ -486,23 +486,13 @@ class LinearCommand final : public Command {
     }
     std::vector<std::int32_t> b(bias.as<std::int32_t>(), bias.as<std::int32_t>() + oc);
     q::ChannelRequantizer rq(oc, ms, out_zp, lo, hi, b, 0);
-    // With several threads the layer is cut into bands of output rows (single-thread oneDNN convolutions +
-    // requantize per band) that int_ops spreads over one set of threads (onednn::parallel); a whole-layer
-    // oneDNN team next to another pool would keep spinning after each layer and, on few cores, starve it
-    // (measured on 2 cores: MobileNetV2 5x slower at 2 threads than at 1).
-    // A window whose padding alone fills whole output rows (pt or pb >= kh) cannot be cut into bands
-    // (a band would read no input row): such rare layers run whole, on one thread.
+    // The sdk cuts a large layer into bands of output rows (single-thread oneDNN convolutions, each band
+    // requantized while its accumulators are in cache) spread over one OpenMP team of the handle's threads.
+    // A window whose padding alone fills whole output rows (pt or pb >= kh) cannot be cut into bands (a band
+    // would read no input row): such rare layers run whole, on one thread.
     const auto& win = spec.shape.window;
     const bool bandable = win.pt < win.kh && win.pb < win.kh;
-    const int n = bandable ? dnn::resolve_threads(threads) : 1;
-    // Bands of about 256 KiB of accumulators (two weight parts assumed), so each band's requantize reads
-    // them from cache (measured on MobileNetV2 at one thread: 256 KiB ~20% faster than 64 KiB, and than
-    // whole layers); with several threads at least one band per thread.
-    const std::int64_t oh = spec.shape.out_h(), ow = spec.shape.out_w();
-    std::int64_t rows = std::max<std::int64_t>(1, 262144 / std::max<std::int64_t>(1, ow * spec.shape.out_channels * 8));
-    if (n > 1) rows = std::min<std::int64_t>(rows, (oh + n - 1) / n);
-    const std::int64_t band_rows = bandable ? std::min(rows, oh) : -1;
-    op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, n, band_rows);
+    op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, bandable ? threads : 1, bandable ? 0 : -1);
   }
   void run(Exec& e) const override { op_->run(e.in(0), e.out(0)); }
 
