@@ -163,14 +163,13 @@ Window conv_window(const Ctx& c, std::int64_t kh, std::int64_t kw) {
 }
 
 void check_conv_shapes(const Ctx& c, const Shape& x, const Shape& w, const Shape& y, std::int64_t groups, const Window& win) {
-  if (x[0] != 1) c.fail("batch must be 1, data is " + x.str());
   const std::int64_t C = x[3], O = w[0];
   if (groups < 1 || C % groups != 0 || O % groups != 0 || w[3] != C / groups) {
     c.fail("weights " + w.str() + " do not fit data " + x.str() + " with groups=" + std::to_string(groups));
   }
   accel_sdk::geometry::Window2d gw{win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, win.pt, win.pl, win.pb, win.pr};
   const auto g = accel_sdk::geometry::conv2d(x[1], x[2], gw);
-  const Shape want{1, g.oh, g.ow, O};
+  const Shape want{x[0], g.oh, g.ow, O};
   if (y != want) c.fail("output must be " + want.str() + ", got " + y.str());
   if (x.elements() == 0 || y.elements() == 0) c.fail("empty tensors are not supported");
 }
@@ -254,13 +253,13 @@ PoolParams pool_params(const Ctx& c, const Shape& x, const Shape& y) {
     p.dpb = d[2], p.dpr = d[3];
   }
   p.include_pad = c.n.attrs.boolean("count_include_pad", false);
-  if (x.rank() != 4 || y.rank() != 4 || x[0] != 1 || y[0] != 1 || y[3] != x[3]) c.fail("pool shapes " + x.str() + " -> " + y.str() + " do not fit");
+  if (x.rank() != 4 || y.rank() != 4 || y[0] != x[0] || y[3] != x[3]) c.fail("pool shapes " + x.str() + " -> " + y.str() + " do not fit");
   if (x.elements() == 0) c.fail("empty tensors are not supported");
   if (p.pt >= p.kh || p.pb >= p.kh || p.pl >= p.kw || p.pr >= p.kw) c.fail("padding must be smaller than the window");
   const std::int64_t ph = x[1] + p.pt + p.pb, pw = x[2] + p.pl + p.pr;
   if (ph < p.kh || pw < p.kw) c.fail("window larger than the padded input");
   const std::int64_t oh = (ph - p.kh) / p.sh + 1, ow = (pw - p.kw) / p.sw + 1;
-  if (y[1] != oh || y[2] != ow) c.fail("output must be [1," + std::to_string(oh) + "," + std::to_string(ow) + "," + std::to_string(x[3]) + "], got " + y.str());
+  if (y[1] != oh || y[2] != ow) c.fail("output must be [" + std::to_string(x[0]) + "," + std::to_string(oh) + "," + std::to_string(ow) + "," + std::to_string(x[3]) + "], got " + y.str());
   // every window starts inside the input or its declared padding (what the geometry guarantees)
   if ((oh - 1) * p.sh >= x[1] + p.pt + p.dpb || (ow - 1) * p.sw >= x[2] + p.pl + p.dpr) c.fail("a window starts in the padding");
   return p;
@@ -350,8 +349,16 @@ class PoolInt final : public Kernel {
 
   template <class In, class Out>
   void go(Exec& e) const {
-    const In* x = static_cast<const In*>(e.ptr[ins[0]]);
-    Out* y = static_cast<Out*>(e.ptr[outs[0]]);
+    const std::int64_t H = x_[1], W = x_[2], C = x_[3], OH = y_[1], OW = y_[2];
+    for (std::int64_t n = 0; n < x_[0]; ++n) {
+      go_image<In, Out>(static_cast<const In*>(e.ptr[ins[0]]) + n * H * W * C,
+                        static_cast<Out*>(e.ptr[outs[0]]) + n * OH * OW * C);
+    }
+  }
+
+  // One image of the batch: x [H, W, C] -> y [OH, OW, C].
+  template <class In, class Out>
+  void go_image(const In* x, Out* y) const {
     const std::int64_t H = x_[1], W = x_[2], C = x_[3], OH = y_[1], OW = y_[2];
     std::vector<std::int64_t> acc(static_cast<std::size_t>(C));
     for (std::int64_t oh = 0; oh < OH; ++oh) {

@@ -92,6 +92,20 @@ def max_pools() -> Graph:
     return b.done(y, g)
 
 
+def batch_pools(batch: int = 3, dtype: str = "float32") -> Graph:
+    """Max, average, L2-free global pools of a batch of images; for uint8/int8 also the quantized average
+    pool summed in int32 (acl takes any batch: ACL's functions have a batch dimension)."""
+    shape = (batch, 8, 9, 10)
+    b = GraphBuilder(x=shape if dtype == "float32" else qtype(shape, dtype, 0.05, 3 if dtype == "uint8" else -3))
+    m = b.op("nn.max_pool2d", b.x["x"], pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+    if dtype == "float32":
+        a = b.op("nn.avg_pool2d", m, pool_size=(2, 2), strides=(1, 1), padding=(1, 1, 1, 1), count_include_pad=False)
+        return b.done(a, b.op("nn.global_max_pool2d", m), b.op("nn.global_avg_pool2d", a))
+    c = b.op("cast", m, dtype="int32")
+    a = b.op("cast", b.op("nn.avg_pool2d", c, pool_size=(3, 3), strides=(1, 1), padding=(1, 1, 1, 1)), dtype=dtype)
+    return b.done(a, b.op("nn.global_max_pool2d", m))
+
+
 def l2_pool() -> Graph:
     b = GraphBuilder(x=(1, 4, 9, 9))
     y = b.op("nn.conv2d", b.x["x"], b.const(weights(4, 4, 1, 1)))

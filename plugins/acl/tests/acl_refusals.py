@@ -36,11 +36,6 @@ def refusals() -> list[Refusal]:
             "acl.conv2d: groups=2, groups must = 1 or the channel count 8 with as many outputs (depthwise); "
             "other grouped convolutions are not supported",
         ),
-        Refusal(
-            "batch 2",
-            cases.conv_fp32((2, 8, 12, 12), 8, bias=False, act=None),
-            "acl.conv2d: batch=2, batch must = 1",
-        ),
     ]
     b = GraphBuilder(x=(1, 4, 8, 8), w=(4, 4, 3, 3))
     y = b.op("nn.conv2d", b.x["x"], b.x["w"], padding=(1, 1, 1, 1))
@@ -91,12 +86,6 @@ def refusals() -> list[Refusal]:
             "float16 relu",
             b.done(b.op("nn.relu", b.op("cast", b.x["x"], dtype="float16"))),
             "dtype='float16', dtype must be float32",
-        )
-    )
-    b = GraphBuilder(x=(2, 4, 8, 8))
-    out.append(
-        Refusal(
-            "max pool of batch 2", b.done(b.op("nn.max_pool2d", b.x["x"], pool_size=(2, 2))), "batch=2, batch must = 1"
         )
     )
     b = GraphBuilder(x=(1, 4, 9, 9))

@@ -31,6 +31,13 @@ class TestConformance(BackendConformance):
                 cases.conv_fp32((1, 8, 11, 9), 8, (5, 5), strides=(2, 2), padding=(2, 2, 2, 2), groups=8),
             ),
             Case("network_fp32", cases.network_fp32()),
+            # any batch (TVM's ACL integration took batch 1 only)
+            Case("conv_batch3", cases.conv_fp32((3, 8, 12, 11))),
+            Case("depthwise_batch2", cases.conv_fp32((2, 8, 9, 10), 8, strides=(2, 2), groups=8, act="relu6")),
+            Case("pools_batch3", cases.batch_pools(3)),
+            Case("qnn_conv_batch2", cases.qnn_conv((2, 8, 10, 9), relu=True)),
+            Case("qnn_depthwise_batch2_int8", cases.qnn_conv((2, 8, 9, 10), 8, dtype="int8", groups=8)),
+            Case("qnn_pools_batch2", cases.batch_pools(2, "uint8")),
             Case("max_pools", cases.max_pools()),
             Case("l2_pool", cases.l2_pool()),
             Case("qnn_conv_uint8_per_channel", cases.qnn_conv(relu=True, pad=(1, 0, 0, 1))),

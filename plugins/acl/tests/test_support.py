@@ -39,12 +39,13 @@ def test_groups_2_refused():
     assert host_ops(g)["nn.conv2d"]["acl"].startswith("acl.conv2d: groups=2, groups must = 1 or the channel count 8")
 
 
-def test_batch_2_refused():
+def test_any_batch_is_taken():
+    """ACL's functions have a batch dimension: a batch of 2 is offloaded (TVM's integration refused it)."""
     g = cases.conv_fp32((2, 8, 12, 12), 8, bias=False, act=None)
-    assert host_ops(g)["nn.conv2d"]["acl"] == "acl.conv2d: batch=2, batch must = 1"
+    assert "nn.conv2d" not in host_ops(g)
     b = GraphBuilder(x=(2, 4, 8, 8))
     g = b.done(b.op("nn.max_pool2d", b.x["x"], pool_size=(2, 2)))
-    assert host_ops(g)["nn.max_pool2d"]["acl"] == "batch=2, batch must = 1"
+    assert "nn.max_pool2d" not in host_ops(g)
 
 
 def test_dilated_pools_stay_on_the_host():

@@ -2,7 +2,7 @@
 
 What it takes is the support table of TVM's ACL integration, and further
 (:mod:`accel_acl.support`; docs/backends/acl.md lists it with every refusal
-reason): NHWC, batch 1, float32 and uint8/int8, as composites and single ops.
+reason): NHWC, any batch, float32 and uint8/int8, as composites and single ops.
 Neighbouring supported layers form one multi-layer subgraph per call. The
 serializer writes accel-sdk's graph blob (:mod:`accel_acl.serializer`); the C++
 runtime (``src/runtime.cpp``) runs on accel-sdk's graph runtime and computes

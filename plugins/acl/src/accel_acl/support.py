@@ -1,12 +1,12 @@
 """What acl takes: the support table of TVM's ACL integration, and further, with a reason for every refusal.
 
-NHWC, batch 1, float32 and uint8/int8, as composites (``acl.conv2d``,
+NHWC, any batch, float32 and uint8/int8, as composites (``acl.conv2d``,
 ``acl.qnn_conv2d``, ``acl.dense``, ``acl.qnn_dense``, ``acl.avg_pool2d``,
 ``acl.l2_pool2d``: :data:`PATTERNS`) and single ops (pools, ``reshape``,
 ``add``, ``maximum``, ``qnn.add``, ``concatenate``, ``qnn.requantize``, ReLU and
 bounded ReLU: :data:`OP_CHECKS`). docs/backends/acl.md lists every reason.
 Reasons are written with :mod:`accel_sdk.reasons`, in the form accel reports them
-for every backend (``batch=2, batch must = 1``).
+for every backend (``groups=2, groups must = 1 ...``).
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def _dtypes(node: Node, allowed: Sequence[str]) -> str | None:
 
 
 def _batch(shape: Sequence[int]) -> str | None:
-    return must_equal("rank", len(shape), 4) or must_equal("batch", shape[0], 1)
+    """4-D data of any batch: ACL's functions take a batch dimension (TVM's integration took batch 1 only)."""
+    return must_equal("rank", len(shape), 4)
 
 
 def _nhwc(node: Node, key: str = "layout") -> str | None:
