@@ -394,6 +394,10 @@ class PoolInt final : public Kernel {
 
 // -- float32 elementwise ----------------------------------------------------------------
 
+// add, multiply, maximum of float32 tensors of one shape; add and multiply also by a constant that
+// varies along the last (channel) axis only, broadcast over the rest (a per-channel scale or shift:
+// a batch norm left after a concatenation). The full-shaped operand is input 0 (the serializer orders
+// them; the ops commute).
 class BinaryF32 final : public Kernel {
  public:
   BinaryF32(const Ctx& c, dnnl::algorithm alg) {
@@ -401,11 +405,23 @@ class BinaryF32 final : public Kernel {
     for (std::size_t i = 0; i < 2; ++i) c.dtype(c.in(i), ACCEL_FLOAT32, "inputs");
     c.dtype(c.out(0), ACCEL_FLOAT32, "output");
     const Shape& s = c.out(0).spec.shape;
-    if (c.in(0).spec.shape != s || c.in(1).spec.shape != s) c.fail("inputs and output must have one shape");
+    const Shape& b = c.in(1).spec.shape;
+    if (c.in(0).spec.shape != s) c.fail("input 0 and the output must have one shape");
     if (s.rank() < 1 || s.elements() == 0) c.fail("empty or scalar tensors are not supported");
     md_ = dnnl::memory::desc({static_cast<std::int64_t>(s.elements())}, dt::f32, tag::a);
+    md1_ = md_;
+    if (b != s) {
+      // [1, ..., 1, C] (or fewer leading ones) against [..., C]: rows of C elements, input 1 broadcast
+      const std::int64_t C = s[s.rank() - 1];
+      bool channel = alg != dnnl::algorithm::binary_max && c.in(1).constant() && b.rank() >= 1 &&
+                     b.rank() <= s.rank() && b[b.rank() - 1] == C && static_cast<std::int64_t>(b.elements()) == C;
+      if (!channel) c.fail("input 1 " + b.str() + " must have the output's shape " + s.str() + " or be a per-channel constant");
+      const std::int64_t rows = static_cast<std::int64_t>(s.elements()) / C;
+      md_ = dnnl::memory::desc({rows, C}, dt::f32, tag::ab);
+      md1_ = dnnl::memory::desc({1, C}, dt::f32, tag::ab);
+    }
     onednn::guard("binary " + c.n.name, [&] {
-      dnnl::binary::primitive_desc pd(onednn::engine(), alg, md_, md_, md_, user_scratchpad());
+      dnnl::binary::primitive_desc pd(onednn::engine(), alg, md_, md1_, md_, user_scratchpad());
       prim_.set<dnnl::binary>(pd);
     });
     ins = {c.n.inputs[0], c.n.inputs[1]};
@@ -416,13 +432,13 @@ class BinaryF32 final : public Kernel {
   void run(Exec& e) const override {
     const auto& eng = onednn::engine();
     prim_.exec(e, {{DNNL_ARG_SRC_0, dnnl::memory(md_, eng, e.ptr[ins[0]])},
-                   {DNNL_ARG_SRC_1, dnnl::memory(md_, eng, e.ptr[ins[1]])},
+                   {DNNL_ARG_SRC_1, dnnl::memory(md1_, eng, e.ptr[ins[1]])},
                    {DNNL_ARG_DST, dnnl::memory(md_, eng, e.ptr[outs[0]])}});
   }
 
  private:
   Prim prim_;
-  dnnl::memory::desc md_;
+  dnnl::memory::desc md_, md1_;
 };
 
 class ActivationF32 final : public Kernel {
@@ -785,6 +801,7 @@ std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
   if (k == "qnn_avg_pool2d") return std::make_unique<PoolInt>(c, true);
   if (k == "add") return std::make_unique<BinaryF32>(c, dnnl::algorithm::binary_add);
   if (k == "maximum") return std::make_unique<BinaryF32>(c, dnnl::algorithm::binary_max);
+  if (k == "multiply") return std::make_unique<BinaryF32>(c, dnnl::algorithm::binary_mul);
   if (k == "activation") return std::make_unique<ActivationF32>(c);
   if (k == "reshape") return std::make_unique<Reshape>(c);
   if (k == "concatenate") return std::make_unique<Concatenate>(c);

@@ -106,6 +106,18 @@ def batch_pools(batch: int = 3, dtype: str = "float32") -> Graph:
     return b.done(a, b.op("nn.global_max_pool2d", m))
 
 
+def channel_affine(batch: int = 1) -> Graph:
+    """A batch norm left after a concatenation (DenseNet's pre-activation one, as Caffe2 exports it):
+    ``multiply`` and ``add`` by ``[C, 1, 1]`` constants, then relu and a convolution."""
+    b = GraphBuilder(x=(batch, 6, 9, 10))
+    y = b.op("nn.conv2d", b.x["x"], b.const(weights(6, 6, 3, 3)), padding=(1, 1, 1, 1))
+    c = b.op("concatenate", b.x["x"], y, axis=1)
+    m = b.op("multiply", c, b.const(weights(12, 1, 1, scale=1.0)))
+    a = b.op("add", b.const(weights(12, 1, 1)), m)  # the constant first: the serializer orders them
+    z = b.op("nn.conv2d", b.op("nn.relu", a), b.const(weights(4, 12, 1, 1)))
+    return b.done(z)
+
+
 def l2_pool() -> Graph:
     b = GraphBuilder(x=(1, 4, 9, 9))
     y = b.op("nn.conv2d", b.x["x"], b.const(weights(4, 4, 1, 1)))

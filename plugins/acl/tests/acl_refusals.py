@@ -51,7 +51,8 @@ def refusals() -> list[Refusal]:
         Refusal(
             "broadcasting add",
             b.done(b.op("add", b.x["x"], b.x["y"])),
-            "add of shapes [1, 4, 8, 8] and [1, 4, 1, 1]: broadcasting is not supported, shapes must be equal",
+            "add of shapes [1, 4, 8, 8] and [1, 4, 1, 1]: broadcasting is not supported, shapes must be equal "
+            "(or, for add and multiply, one a per-channel constant)",
         )
     )
     # depthwise strides: both axes are checked, not one pair twice
@@ -86,6 +87,27 @@ def refusals() -> list[Refusal]:
             "float16 relu",
             b.done(b.op("nn.relu", b.op("cast", b.x["x"], dtype="float16"))),
             "dtype='float16', dtype must be float32",
+        )
+    )
+    # a per-channel scale must be a constant, and only add and multiply broadcast
+    b = GraphBuilder(x=(1, 4, 8, 8), s=(1, 4, 1, 1))
+    y = b.op("nn.conv2d", b.x["x"], b.const(cases.weights(4, 4, 1, 1)))
+    out.append(
+        Refusal(
+            "multiply by a per-channel input",
+            b.done(b.op("multiply", y, b.x["s"])),
+            "multiply of shapes [1, 8, 8, 4] and [1, 1, 1, 4]: broadcasting is not supported, shapes must be "
+            "equal (or, for add and multiply, one a per-channel constant)",
+        )
+    )
+    b = GraphBuilder(x=(1, 4, 8, 8))
+    y = b.op("nn.conv2d", b.x["x"], b.const(cases.weights(4, 4, 1, 1)))
+    out.append(
+        Refusal(
+            "maximum with a per-channel constant",
+            b.done(b.op("maximum", y, b.const(cases.weights(4, 1, 1)))),
+            "maximum of shapes [1, 8, 8, 4] and [1, 1, 1, 4]: broadcasting is not supported, shapes must be "
+            "equal (or, for add and multiply, one a per-channel constant)",
         )
     )
     b = GraphBuilder(x=(1, 4, 9, 9))

@@ -38,6 +38,8 @@ class TestConformance(BackendConformance):
             Case("qnn_conv_batch2", cases.qnn_conv((2, 8, 10, 9), relu=True)),
             Case("qnn_depthwise_batch2_int8", cases.qnn_conv((2, 8, 9, 10), 8, dtype="int8", groups=8)),
             Case("qnn_pools_batch2", cases.batch_pools(2, "uint8")),
+            Case("channel_affine", cases.channel_affine()),
+            Case("channel_affine_batch2", cases.channel_affine(2)),
             Case("max_pools", cases.max_pools()),
             Case("l2_pool", cases.l2_pool()),
             Case("qnn_conv_uint8_per_channel", cases.qnn_conv(relu=True, pad=(1, 0, 0, 1))),

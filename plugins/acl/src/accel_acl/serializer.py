@@ -21,7 +21,8 @@ Kernels (inputs; attributes):
                    included), count_include_pad; global pools are windows of the whole plane
 ``qnn_avg_pool2d`` x; as pool2d with kind avg: the int32 sum of a uint8/int8 window, divided
                    rounding half away from zero
-``add``, ``maximum``  a, b (float32, equal shapes)
+``add``, ``maximum``, ``multiply``  a, b (float32, equal shapes; add and multiply also a by a constant b
+                   [1, .., 1, C] varying along the channel axis only)
 ``qnn_add``        a, b; multipliers a, b, out (m, shift each), zero points a, b, out, clamp
 ``concatenate``    x...; axis
 ``reshape``        x
@@ -222,8 +223,11 @@ def lower(node: Node, labels: Labels) -> Kernel:
         return Kernel("pool2d", _pool_attrs(node, "max"))
     if op in ("nn.avg_pool2d", "nn.global_avg_pool2d"):
         return Kernel("pool2d", _pool_attrs(node, "avg"))
-    if op in ("add", "maximum"):
-        return Kernel(op, {})
+    if op in ("add", "maximum", "multiply"):
+        a, b = node.inputs
+        # the full-shaped operand first: a per-channel constant is broadcast as input 1 (the ops commute)
+        ordered = [b, a] if tuple(a.type.shape) != tuple(node.outputs[0].type.shape) else [a, b]
+        return Kernel(op, {}, ordered)
     if op == "qnn.add":
         return _qnn_add(node)
     if op == "concatenate":

@@ -275,10 +275,25 @@ def check_avg_pool_op(node: Node) -> str | None:
     return _pool_reason(node, (*FLOAT, "int32"))
 
 
+def _per_channel_constant(v: Value, out: Sequence[int]) -> bool:
+    """A constant that varies along the last (channel, in NHWC) axis only: ``[1, 1, 1, C]``, ``[C]``."""
+    shape = list(v.type.shape)
+    return (
+        v.const is not None and 1 <= len(shape) <= len(out) and shape[-1] == out[-1] and all(d == 1 for d in shape[:-1])
+    )
+
+
 def check_float_binary(node: Node) -> str | None:
+    """float32, equal shapes; ``add`` and ``multiply`` also by a per-channel constant (a scale or shift)."""
     a, b = (list(v.type.shape) for v in node.inputs)
+    out = list(node.outputs[0].type.shape)
     if a != b:
-        return f"{node.op} of shapes {a} and {b}: broadcasting is not supported, shapes must be equal"
+        full = a == out or b == out
+        if not (node.op in ("add", "multiply") and full and any(_per_channel_constant(v, out) for v in node.inputs)):
+            return (
+                f"{node.op} of shapes {a} and {b}: broadcasting is not supported, shapes must be equal "
+                "(or, for add and multiply, one a per-channel constant)"
+            )
     return _dtypes(node, FLOAT)
 
 
@@ -335,6 +350,7 @@ OP_CHECKS: dict[str, Check] = {
     "nn.global_avg_pool2d": check_avg_pool_op,
     "maximum": check_float_binary,
     "add": check_float_binary,
+    "multiply": check_float_binary,
     "qnn.add": check_qnn_add,
     "concatenate": check_concatenate,
     "nn.relu": lambda n: _dtypes(n, FLOAT),
