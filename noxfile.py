@@ -144,8 +144,12 @@ def wheels(session: nox.Session) -> None:
 
     Each plugin is built in pip's isolated build environment, whose accel-core and
     accel-sdk come from the wheelhouse (--find-links reaches build isolation too):
-    the same build a user's `pip install` would run. Needs a C++17 compiler.
+    the same build a user's `pip install` would run. Needs a C++17 compiler. One line per
+    distribution says what is being built, then the wheel and the seconds it took (a plugin
+    takes most of a minute on two cores).
     """
+    import time
+
     folders = [Path(p).resolve() for p in session.posargs] or _plugin_folders()
     WHEELHOUSE.mkdir(exist_ok=True)
     for old in WHEELHOUSE.glob("accel_*.whl"):
@@ -153,10 +157,22 @@ def wheels(session: nox.Session) -> None:
     # other find-links of this machine's pip configuration stay in effect
     links = " ".join([str(WHEELHOUSE), *filter(None, [os.environ.get("PIP_FIND_LINKS")])])
     env = {"PIP_FIND_LINKS": links}
-    session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), "./core", "./sdk", env=env)
-    session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELHOUSE), *map(str, folders), env=env)
+    # one distribution at a time, each named with its time: a plugin's C++ build takes minutes,
+    # and pip shows nothing meanwhile (its output appears only when a build fails)
+    sources = [ROOT / "core", ROOT / "sdk", *folders]
+    t_all = time.perf_counter()
+    for i, source in enumerate(sources, 1):
+        where = source.relative_to(ROOT) if source.is_relative_to(ROOT) else source
+        session.log(f"[{i}/{len(sources)}] building {where} ...")
+        before = set(WHEELHOUSE.glob("accel_*.whl"))
+        t = time.perf_counter()
+        session.run(
+            "python", "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(WHEELHOUSE), str(source), env=env, silent=True
+        )
+        wheel = ", ".join(w.name for w in sorted(set(WHEELHOUSE.glob("accel_*.whl")) - before)) or "(no new wheel)"
+        session.log(f"[{i}/{len(sources)}] {wheel} in {time.perf_counter() - t:.0f} s")
     built = sorted({w.name.split("-")[0].replace("_", "-") for w in WHEELHOUSE.glob("accel_*.whl")})
-    session.log(f"{WHEELHOUSE}: {', '.join(built)}")
+    session.log(f"{WHEELHOUSE}: {', '.join(built)} ({time.perf_counter() - t_all:.0f} s)")
     # the user's command, in this session's empty environment
     session.run("python", "-m", "pip", "install", "--find-links", str(WHEELHOUSE), *built)
     session.run("accel", "backends")
