@@ -91,10 +91,13 @@ def test_the_attempt_that_got_furthest_explains_the_root():
     g = fp32_conv_relu()
     r = partition_graph(g, [TwoPatterns()])
     relu = next(n for n in r.report.nodes if n.op == "nn.relu")
-    # dense_relu fails at the first input (conv is not dense); grouped_conv_relu reaches the conv itself
-    assert relu.reasons["two"] == (
-        f"two.grouped_conv_relu does not match: nn.conv2d {g.nodes[0].name!r} has groups=1, expected 2"
-    )
+    # dense_relu fails at the first input (conv is not dense); grouped_conv_relu reaches the conv itself.
+    # That failure is about the conv, not the relu: the relu's reason says what concerns it, the
+    # pattern's detail is kept beside it (accel inspect -v)
+    assert relu.reasons["two"] == "nn.relu is not supported by two on its own, only inside two.grouped_conv_relu"
+    assert relu.details == {
+        "two": f"two.grouped_conv_relu does not match: nn.conv2d {g.nodes[0].name!r} has groups=1, expected 2"
+    }
     conv = next(n for n in r.report.nodes if n.op == "nn.conv2d")
     assert conv.reasons["two"] == "nn.conv2d is not supported by two"  # no pattern is rooted at a conv
 
@@ -133,8 +136,13 @@ def test_the_root_and_its_inputs_are_named_relative_to_the_node_so_equal_failure
     s = b.op("add", b.x["x"], b.x["y"])
     g = b.done(b.op("nn.relu", s), b.op("nn.relu", b.op("add", s, b.x["y"])))
     r = partition_graph(g, [TwoPatterns()])
-    relus = [n.reasons["two"] for n in r.report.nodes if n.op == "nn.relu"]
-    assert relus == ["two.dense_relu does not match: input 0 of this nn.relu is produced by add, expected nn.dense"] * 2
+    relus = [n for n in r.report.nodes if n.op == "nn.relu"]
+    assert [n.reasons["two"] for n in relus] == [
+        "nn.relu is not supported by two on its own, only inside two.dense_relu"
+    ] * 2
+    assert [n.details["two"] for n in relus] == [
+        "two.dense_relu does not match: input 0 of this nn.relu is produced by add, expected nn.dense"
+    ] * 2
 
 
 def test_values_the_layout_conversion_made_are_named_as_in_the_model():

@@ -151,6 +151,8 @@ class _Partitioner:
                 self.views[b.layout] = (view, aligned, origin)
         # node index -> {backend: why it declined the node}, made when a first reason is given
         self.reasons: defaultdict[int, dict[str, str]] = defaultdict(dict)
+        # pattern by pattern, for nodes whose reason speaks of the node instead (NodeReport.details)
+        self.details: defaultdict[int, dict[str, str]] = defaultdict(dict)
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: list[set[int]] = [set() for _ in backends]  # per backend: node indices it may not take
         self.work: list[tuple[int, int] | None] = [None] * n  # by node index: (operations, MACs), computed once
@@ -280,8 +282,18 @@ class _Partitioner:
                 if backend.name not in self.reasons.get(i, _NONE_GIVEN) and root.op not in own_checks:
                     why = _best_failure(matcher.try_all(root, view, exclude=taken))
                     if why is not None:
+                        pattern = f"{backend.name}.{table[why[0]].name}"
                         text = self._describe(why[1], root, backend.layout)
-                        self.reasons[i][backend.name] = f"{backend.name}.{table[why[0]].name} does not match: {text}"
+                        detail = f"{pattern} does not match: {text}"
+                        if _speaks_of(why[1], root):
+                            self.reasons[i][backend.name] = detail
+                        else:
+                            # the pattern failed on what surrounds the node: say what concerns the node,
+                            # keep the pattern's detail for -v
+                            self.reasons[i][backend.name] = (
+                                f"{root.op} is not supported by {backend.name} on its own, only inside {pattern}"
+                            )
+                            self.details[i][backend.name] = detail
 
     def _describe(self, reason: str, root: Node, layout: str) -> str:
         """A pattern's failure at ``root`` as the report shows it, beside that node.
@@ -600,6 +612,13 @@ class _Partitioner:
         body.nodes = new_nodes
         body.outputs = [remap.get(v, v) for v in body.outputs]
 
+    def _details(self, i: int, declined: list[str]) -> dict[str, str] | None:
+        """The pattern details of node i, for the backends that declined it (None: none)."""
+        got = self.details.get(i)
+        if not got:
+            return None
+        return {name: got[name] for name in declined if name in got} or None
+
     def _report(self, node_part: list[str | None], partitions: list[PartitionReport]) -> Report:
         nodes = []
         names = [bk.name for bk in self.backends]
@@ -647,6 +666,7 @@ class _Partitioner:
                     [v.name for v in node.inputs if v.const is None],
                     outputs,
                     self.nodes[u].name if in_composite else None,
+                    self._details(i, declined),
                 )
             )
         return Report(
@@ -1037,6 +1057,20 @@ def _values_near(root: Node, limit: int = 64) -> dict[str, Value]:
                 seen.add(p)
                 queue.append(p)
     return found
+
+
+_OTHER_OP = re.compile(r"^%\S+(?: \(transposed for \w+\))? is (?:produced by .*|not an op output), expected ")
+_NODE_FAILURE = re.compile(r"^(\S+) '")
+
+
+def _speaks_of(reason: str, root: Node) -> bool:
+    """Whether a pattern's failure at ``root`` is about the node itself (its attributes, dtype, or one of its
+    input values, such as a weight that is not a constant) rather than about another op: a producer the
+    pattern expected and did not find, or a condition on another node of the pattern."""
+    if _OTHER_OP.match(reason):
+        return False
+    other = _NODE_FAILURE.match(reason)
+    return other is None or reason.startswith(f"{root.op} {root.name!r}")
 
 
 def _best_failure(attempts: list[tuple[int, Match | MatchFailure]]) -> tuple[int, str] | None:

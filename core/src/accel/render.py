@@ -150,7 +150,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
 
     ``{"target", "nodes", "partitions", "summary", "timings", "graph_inputs", "graph_outputs", "types"}``;
     each node is ``{"name", "op", "backend", "partition", "composite", "composite_root", "reasons", "inputs",
-    "outputs"}``,
+    "outputs"}``, and ``"details"`` (pattern by pattern, see :class:`~accel.report.NodeReport`) when it has any,
     each partition ``{"name", "backend", "nodes", "inputs", "outputs", "macs", "work", "transposes"}``.
     ``summary`` counts partitions, nodes, MACs, work and transposes per backend (target order) and the
     host ops (most frequent first). ``Report.from_json`` of the result equals the report.
@@ -169,6 +169,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
                 "reasons": dict(_ordered_reasons(n, order)),
                 "inputs": list(n.inputs),
                 "outputs": list(n.outputs),
+                **({"details": dict(n.details)} if n.details else {}),
             }
             for n in report.nodes
         ],
@@ -250,7 +251,10 @@ def print_report(report: Report, console: Console, *, verbose: bool = False) -> 
             if n.composite:
                 where += f"\n({n.composite})"
             reasons = _ordered_reasons(n, order)
-            nodes.add_row(Text(n.name), Text(n.op), Text(n.backend), Text(where), Text(_reason_lines(reasons)))
+            why = _reason_lines(reasons)
+            if n.details:
+                why += "".join(f"\n  ({b}: {d})" for b, d in n.details.items())
+            nodes.add_row(Text(n.name), Text(n.op), Text(n.backend), Text(where), Text(why))
         console.print(nodes)
     elif not summary["host_nodes"]:
         console.print(Text("No ops left on the host."))

@@ -8,6 +8,7 @@ partitioning, so a user recognises the names of their model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -37,6 +38,11 @@ class NodeReport:
     outputs: list[str] = field(default_factory=list)
     #: Name of the root node of its composite, one per composite instance (None outside composites).
     composite_root: str | None = None
+    #: For a backend that takes this op only inside its patterns, and declined it here because the
+    #: node's surroundings do not fit them: which pattern got furthest and where it failed
+    #: (``"ethosn.qnn_sigmoid does not match: input 0 of this qnn.quantize is not an op output,
+    #: expected sigmoid"``). Its reason then speaks of the node; `accel inspect -v` shows this too.
+    details: Mapping[str, str] | None = None
 
 
 @dataclass(slots=True)

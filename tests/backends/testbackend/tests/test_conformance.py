@@ -97,7 +97,7 @@ def refusals() -> list[Refusal]:
         Refusal(
             "bias_add without a conv",
             b.done(bias),
-            "testbackend.conv2d does not match: input 0 of this nn.bias_add is not an op output, expected nn.conv2d",
+            "nn.bias_add is not supported by testbackend on its own, only inside testbackend.conv2d",
         )
     )
     b = GraphBuilder(x=(1, 4, 8, 8))
