@@ -83,7 +83,7 @@ def test_sram_size_outside_the_options_is_refused(kib):
     """The header's SRAM size is one EthosnOptions allows: a power of two, 1 KiB to 64 MiB."""
     s = _stream()
     s.config = (1, 2, kib)
-    _refused(s.to_bytes(), r"sram KiB=%d, must be (in \[1, 65536\]|a power of two)" % kib)
+    _refused(s.to_bytes(), rf"sram KiB={kib}, must be (in \[1, 65536\]|a power of two)")
 
 
 @pytest.mark.parametrize("kib", [1, 256, 2048, 64 * 1024])
