@@ -75,7 +75,6 @@ def template_values(name: str) -> dict[str, str]:
         "class_name": f"{camel}Backend",
         "runtime_class": f"{camel}Runtime",
         "options_class": f"{camel}Options",
-        "magic": (name.upper().replace("_", "") + "BLOB")[:4],
         "sdk_version": accel_sdk.__version__,
         "core_version": accel.__version__,
     }
@@ -199,8 +198,10 @@ def new(
         "next, with a C++17 compiler and the build tools (pip install scikit-build-core pybind11 cmake ninja "
         "onednn-devel-cpu-gomp==2023.2.0 onednn-cpu-gomp==2023.2.0):"
     )
-    typer.echo(f"  pip install --no-build-isolation {dest}")
-    typer.echo(f"  pytest {dest / 'tests'}")
+    # a path pip reads as a folder (a bare "accel-mynpu" is a name it would look up on the package index)
+    where = str(dest) if dest.is_absolute() or str(dest).startswith(".") else f"./{dest}"
+    typer.echo(f"  pip install --no-build-isolation {where}")
+    typer.echo(f"  pytest {Path(where) / 'tests'}")
 
 
 def main(argv: list[str] | None = None) -> Any:
