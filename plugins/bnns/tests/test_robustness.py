@@ -80,53 +80,58 @@ def test_a_blob_with_a_thread_count_in_its_header_still_loads():
             assert a.tobytes() == b.tobytes()
 
 
+def _outputs(body: Graph) -> list[np.ndarray]:
+    return [np.full(v.type.shape, 7.0, np.float32) for v in body.outputs]
+
+
+def _run_in_threads(rt, body: Graph, feeds: list, callers: int, runs: int) -> list:
+    """Each caller's (feed index, outputs) of ``runs`` calls on one handle, started together, or its exception."""
+    results: list = [None] * callers
+    start = threading.Barrier(callers)
+
+    def worker(i: int) -> None:
+        try:
+            start.wait()
+            got = []
+            for k in range(runs):
+                which = (i + k) % len(feeds)
+                y = _outputs(body)
+                rt.run(feeds[which], y)
+                got.append((which, y))
+            results[i] = got
+        except BaseException as exc:  # reported by the caller
+            results[i] = exc
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(callers)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return results
+
+
 def test_one_handle_from_several_threads_with_nan_and_inf():
     """Four callers at once on one handle of two threads, inputs holding NaN, infinities and huge values:
     every result is the one a lone call gives, bit for bit. With NaN in the inputs, the NaNs of the
     results are where the reference has them."""
-    graph = network()
-    for region in partition_graph(graph, [BnnsBackend()]).regions:
+    for region in partition_graph(network(), [BnnsBackend()]).regions:
         body = region.body
         rt = _runtime.Runtime(BnnsBackend().serialize(body), threads=2)
-        feeds = [[with_edges(v.type.shape, seed) for v in body.inputs] for seed in range(4)]
-
-        def outputs() -> list[np.ndarray]:
-            return [np.full(v.type.shape, 7.0, np.float32) for v in body.outputs]
-
         for seed in range(4):
             f = [with_edges(v.type.shape, seed, nan_only=True) for v in body.inputs]
-            y = outputs()
+            y = _outputs(body)
             rt.run(f, y)
             with np.errstate(all="ignore"):
                 want = ReferenceExecutor(body).run_positional(f)
             for got, ref in zip(y, want):
                 np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        feeds = [[with_edges(v.type.shape, seed) for v in body.inputs] for seed in range(4)]
         alone = []
         for f in feeds:
-            y = outputs()
+            y = _outputs(body)
             rt.run(f, y)
             alone.append(y)
-        results: list = [None] * 4
-        start = threading.Barrier(4)
-
-        def worker(i: int) -> None:
-            try:
-                start.wait()
-                got = []
-                for k in range(12):
-                    y = outputs()
-                    rt.run(feeds[(i + k) % 4], y)
-                    got.append(((i + k) % 4, y))
-                results[i] = got
-            except BaseException as exc:  # reported below
-                results[i] = exc
-
-        workers = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-        for t in workers:
-            t.start()
-        for t in workers:
-            t.join()
-        for r in results:
+        for r in _run_in_threads(rt, body, feeds, callers=4, runs=12):
             assert not isinstance(r, BaseException), r
             for which, y in r:
                 for a, b in zip(y, alone[which]):
