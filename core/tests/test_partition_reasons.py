@@ -151,3 +151,26 @@ def test_values_the_layout_conversion_made_are_named_as_in_the_model():
     r = partition_graph(g, [NhwcConvRelu()])
     relu = r.report.nodes[1]
     assert relu.reasons == {"nhwc": "nhwc.conv_relu does not match: %w (transposed for NHWC) is not a constant"}
+
+
+class Declining(Backend):
+    """Takes no relu alone, and says why; says nothing of add."""
+
+    name = "declining"
+    layout = "NCHW"
+
+    def pattern_table(self):
+        return [PatternEntry("dense_relu", is_op("nn.relu")(is_op("nn.dense")(wildcard(), is_constant())))]
+
+    def declines(self):
+        return {"nn.relu": lambda node: "declining runs a relu only fused after its dense layer"}
+
+
+def test_a_backend_says_why_it_declines_an_op_it_never_takes_alone():
+    b = GraphBuilder(x=(1, 4), y=(1, 4))
+    g = b.done(b.op("nn.relu", b.op("add", b.x["x"], b.x["y"])))
+    reasons = _reasons(partition_graph(g, [Declining()]).report, "declining")
+    assert reasons == {
+        "nn.relu": "declining runs a relu only fused after its dense layer",  # its own words, not the pattern's
+        "add": "add is not supported by declining",
+    }

@@ -138,6 +138,13 @@ class Backend:
         """Single ops this backend takes: ``{op: check(node) -> reason | None}``."""
         return {}
 
+    def declines(self) -> Mapping[str, Check]:
+        """Ops this backend never takes alone, with what a user should read about them:
+        ``{op: reason(node) -> str}`` (the float form of an op a quantized-only backend runs only
+        quantized, say). Asked for a node no op check and no pattern took; without an entry the
+        report says ``"<op> is not supported by <backend>"``, or why the nearest pattern failed."""
+        return {}
+
     def serialize(self, graph: Graph) -> bytes:
         """Encode one partition (a graph of ops and composite calls) as this backend's blob.
 
@@ -167,7 +174,12 @@ class Backend:
             checks = self.__dict__["_op_checks"] = dict(self.op_checks())
         check = checks.get(node.op)
         if check is None:
-            return f"{node.op} is not supported by {self.name}"
+            declines = self.__dict__.get("_declines")
+            if declines is None:
+                declines = self.__dict__["_declines"] = dict(self.declines())
+            decline = declines.get(node.op)
+            reason = None if decline is None else _reason(decline(node), f"{self.name}'s reason for {node.op}")
+            return reason or f"{node.op} is not supported by {self.name}"
         return _reason(check(node), f"{self.name} op check for {node.op}")
 
     def check_match(self, entry: PatternEntry, match: Match) -> str | None:

@@ -1015,7 +1015,8 @@ def _pattern_table(backend: Backend) -> list[PatternEntry]:
 
 
 def _op_checks(backend: Backend) -> frozenset[str]:
-    return _ask(backend, "its op checks", lambda: frozenset(backend.op_checks()))
+    """The ops the backend speaks about itself: its op checks and the ops it declines with a reason."""
+    return _ask(backend, "its op checks", lambda: frozenset(backend.op_checks()) | frozenset(backend.declines()))
 
 
 T = TypeVar("T")

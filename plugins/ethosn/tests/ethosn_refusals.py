@@ -92,4 +92,30 @@ def refusals() -> list[Refusal]:
     y = b.op("qnn.add", p, q, out_scale=0.1, out_zero_point=128)
     reason = "ethosn.qnn_add: inputs of shapes [1, 4, 4, 8] and [1, 1, 4, 8]: both inputs must have the same shape (no broadcasting)"
     out.append(Refusal("broadcasting add", b.done(y), reason))
+
+    # float graphs: ethosn computes quantized tensors only, and says so for every op it runs quantized
+    float_dtype = "dtype='float32', dtype must be either uint8, int8 or int32"
+    w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    for op, build in (
+        ("nn.conv2d", lambda b, x: b.op("nn.conv2d", x, b.const(w), padding=(1, 1, 1, 1))),
+        ("nn.relu", lambda b, x: b.op("nn.relu", x)),
+        ("add", lambda b, x: b.op("add", x, x)),
+        ("sigmoid", lambda b, x: b.op("sigmoid", x)),
+        ("nn.avg_pool2d", lambda b, x: b.op("nn.avg_pool2d", x, pool_size=(2, 2))),
+        ("nn.max_pool2d", lambda b, x: b.op("nn.max_pool2d", x, pool_size=(2, 2))),
+    ):
+        b = GraphBuilder(x=(1, 4, 8, 8))
+        out.append(Refusal(f"float32 {op}", b.done(build(b, b.x["x"])), float_dtype))
+    b = GraphBuilder(x=(1, 16))
+    dense = b.op("nn.dense", b.x["x"], b.const(RNG.standard_normal((8, 16)).astype(np.float32)))
+    out.append(Refusal("float32 nn.dense", b.done(dense), float_dtype))
+
+    # a model's input quantize: ethosn quantizes only inside its activation patterns
+    b = GraphBuilder(x=(1, 4, 8, 8))
+    y = b.op("qnn.quantize", b.x["x"], scale=0.05, zero_point=3, out_dtype="uint8")
+    reason = (
+        "ethosn takes quantized tensors in: a float-to-integer quantize runs on the host "
+        "(ethosn quantizes only a sigmoid's, tanh's or leaky relu's result, inside ethosn.qnn_sigmoid and its kin)"
+    )
+    out.append(Refusal("input quantize", b.done(y), reason))
     return out

@@ -2,7 +2,8 @@
 
 Every plugin is laid out alike: ``support.py`` (the support table:
 ``PATTERNS``, a list of ``(name, pattern builder, check)`` in priority order,
-and ``OP_CHECKS``, ``{op: check}``), ``serializer.py`` (``serialize(graph) ->
+``OP_CHECKS``, ``{op: check}``, and optionally ``DECLINES``, ``{op: reason}`` for
+ops it never takes alone but has something to say about), ``serializer.py`` (``serialize(graph) ->
 bytes``), ``options.py`` (the pydantic target options) and ``src/runtime.cpp``
 (the compiled ``_runtime`` module). :class:`PluginBackend` turns the table into
 the core's :class:`accel.backend.Backend` contract and loads the runtime the
@@ -49,6 +50,9 @@ class PluginBackend(Backend):
 
     def op_checks(self) -> Mapping[str, Check]:
         return dict(self.support.OP_CHECKS)
+
+    def declines(self) -> Mapping[str, Check]:
+        return dict(getattr(self.support, "DECLINES", {}))
 
     def runtime_module(self) -> ModuleType:
         return import_runtime(type(self).__module__.partition(".")[0])

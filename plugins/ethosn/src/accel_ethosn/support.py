@@ -479,6 +479,49 @@ PATTERNS: list[tuple[str, Callable[[], Pattern], Callable[[Match], Reason]]] = [
     ("qnn_resize", resize_pattern, check_resize_match),
 ]
 
+#: Float ops ethosn runs only in their quantized form (the composite or op that form is).
+QUANTIZED_FORMS: dict[str, str] = {
+    "nn.conv2d": "ethosn.qnn_conv2d",
+    "nn.conv2d_transpose": "ethosn.qnn_conv2d_transpose",
+    "nn.dense": "ethosn.qnn_fc",
+    "nn.bias_add": "ethosn.qnn_conv2d or ethosn.qnn_fc",
+    "nn.relu": "ethosn.qnn_conv2d or ethosn.qnn_fc (a clamp of their requantize)",
+    "add": "ethosn.qnn_add or qnn.add",
+    "multiply": "qnn.mul",
+    "concatenate": "qnn.concatenate",
+    "nn.avg_pool2d": "ethosn.qnn_avg_pool2d",
+    "nn.global_avg_pool2d": "ethosn.qnn_avg_pool2d",
+    "mean": "ethosn.qnn_mean",
+    "sigmoid": "ethosn.qnn_sigmoid",
+    "tanh": "ethosn.qnn_tanh",
+    "nn.leaky_relu": "ethosn.qnn_leaky_relu",
+    "image.resize2d": "ethosn.qnn_resize",
+}
+
+
+def check_float_form(node: Node) -> Reason:
+    """An op ethosn runs only quantized: the dtype reason for a float one, else the form it takes."""
+    for v in (*node.inputs, *node.outputs):
+        reason = check_dtype(v.type)
+        if reason:
+            return reason
+    return f"ethosn runs {node.op} only as {QUANTIZED_FORMS[node.op]}"
+
+
+def check_quantize(node: Node) -> Reason:
+    """A float-to-integer quantize of the model's data: ethosn takes quantized tensors in."""
+    return (
+        "ethosn takes quantized tensors in: a float-to-integer quantize runs on the host "
+        "(ethosn quantizes only a sigmoid's, tanh's or leaky relu's result, inside ethosn.qnn_sigmoid and its kin)"
+    )
+
+
+#: Ops ethosn never takes alone, and what it says of them (Backend.declines).
+DECLINES: dict[str, Callable[[Node], Reason]] = {
+    **dict.fromkeys(QUANTIZED_FORMS, check_float_form),
+    "qnn.quantize": check_quantize,
+}
+
 #: single ops and their checks.
 OP_CHECKS: dict[str, Callable[[Node], Reason]] = {
     "nn.max_pool2d": check_max_pool2d,
