@@ -63,11 +63,7 @@ dnnl::memory::desc nhwc_desc(const Shape& s, dt type) {
   return dnnl::memory::desc({s[0], s[3], s[1], s[2]}, type, tag::nhwc);
 }
 
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr a;
-  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return a;
-}
+using onednn::user_scratchpad;
 
 // A oneDNN primitive and its scratchpad, run on the caller's buffers.
 struct Prim {
@@ -379,9 +375,7 @@ class PoolInt final : public Kernel {
         }
         Out* py = y + (oh * OW + ow) * C;
         for (std::int64_t k = 0; k < C; ++k) {
-          const std::int64_t t = acc[static_cast<std::size_t>(k)];
-          const std::int64_t q = (2 * (t < 0 ? -t : t) + n) / (2 * n);
-          py[k] = static_cast<Out>(t < 0 ? -q : q);
+          py[k] = static_cast<Out>(quant::div_round_away(acc[static_cast<std::size_t>(k)], n));
         }
       }
     }

@@ -88,13 +88,8 @@ accel_sdk::geometry::Conv2dGeometry window(const Ctx& c, std::int64_t h, std::in
   }
 }
 
-// Every primitive takes its scratchpad from the run's arena: oneDNN's own (library mode) is
-// shared by the threads that run one primitive at once (gemm convolutions crashed in im2col).
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
+// Every primitive takes its scratchpad from the run's arena.
+using onednn::user_scratchpad;
 
 // The format each tensor is held in while the kernels are made, in node order: graph inputs
 // and constants plain, an intermediate in the format its producer wrote it, a graph output

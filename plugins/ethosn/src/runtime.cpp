@@ -334,11 +334,8 @@ class MeanCommand final : public Command {
     }
     const std::int64_t n = static_cast<std::int64_t>(n_);
     for (std::size_t c = 0; c < c_; ++c) {
-      const std::int64_t s = sum[c];
-      const std::int64_t mag = (2 * (s < 0 ? -s : s) + n) / (2 * n);
       // the int32 mean (it fits: a mean of int32 values)
-      const std::int64_t mean = s < 0 ? -mag : mag;
-      const std::int32_t v = narrow_(mean);
+      const std::int32_t v = narrow_(q::div_round_away(sum[c], n));
       if (out_unsigned_) store<std::uint8_t>(out, c, v); else store<std::int8_t>(out, c, v);
     }
   }
@@ -408,9 +405,7 @@ class AvgPoolCommand final : public Command {
       const std::int64_t n = counts_[oy * ow_ + ox];
       const std::size_t base = (oy * ow_ + ox) * c;
       for (std::size_t ch = 0; ch < c; ++ch) {
-        const std::int64_t s = sum[ch];
-        const std::int64_t mag = (2 * (s < 0 ? -s : s) + n) / (2 * n);
-        const std::int32_t v = narrow_(s < 0 ? -mag : mag);
+        const std::int32_t v = narrow_(q::div_round_away(sum[ch], n));
         if (out_unsigned_) store<std::uint8_t>(out, base + ch, v); else store<std::int8_t>(out, base + ch, v);
       }
     }

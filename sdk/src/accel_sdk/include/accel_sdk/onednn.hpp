@@ -138,6 +138,15 @@ class Stream {
   dnnl::stream s_;
 };
 
+// Attributes with scratchpad_mode::user: the primitive takes its scratchpad from the caller (a
+// run's arena, or thread_scratchpad()). oneDNN's own (library mode) is shared by the threads that
+// run one primitive at once (gemm convolutions crashed in im2col).
+inline dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 // The calling thread's scratchpad for one oneDNN call, at least `bytes` long, 64-byte
 // aligned, valid until this thread's next call. Primitives created with
 // scratchpad_mode::user take it as DNNL_ARG_SCRATCHPAD: oneDNN's library-managed

@@ -46,8 +46,7 @@ class Pool {
     l2_ = spec.kind == PoolSpec::Kind::l2;
     dnnl::memory::dims dil;
     for (auto d : spec.dilation) dil.push_back(d - 1);  // oneDNN counts the gaps
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr attr = user_scratchpad();
     if (l2_) {
       dnnl::post_ops po;
       po.append_eltwise(alg::eltwise_sqrt, 0.f, 0.f);
@@ -62,10 +61,8 @@ class Pool {
       scratch_ = pd.scratchpad_desc();
       if (a == alg::pooling_max) nan_ = MaxPoolNan(pd);
       if (l2_) {
-        dnnl::primitive_attr sq_attr;
-        sq_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         dnnl::eltwise_forward::primitive_desc sq(engine(), dnnl::prop_kind::forward_inference, alg::eltwise_square,
-                                                 src_, src_, 0.f, 0.f, sq_attr);
+                                                 src_, src_, 0.f, 0.f, user_scratchpad());
         square_ = dnnl::eltwise_forward(sq);
         square_scratch_ = sq.scratchpad_desc();
       }

@@ -69,6 +69,13 @@ inline bool canonical_multiplier(std::int64_t m, std::int64_t shift) {
   return m >= (std::int64_t{1} << 30) && valid_multiplier(m, shift);
 }
 
+// sum / n rounded half away from zero, as accel's reference divides integer averages and means
+// (n > 0; |sum| < 2^62).
+inline std::int64_t div_round_away(std::int64_t sum, std::int64_t n) {
+  const std::int64_t mag = (2 * (sum < 0 ? -sum : sum) + n) / (2 * n);
+  return sum < 0 ? -mag : mag;
+}
+
 // x * m * 2^(shift - 31) rounded once (ties away from zero), saturated to int32.
 // Requires valid_multiplier(m, shift).
 inline std::int32_t mbqm(std::int64_t x, std::int32_t m, std::int32_t shift) {
