@@ -103,6 +103,7 @@ template <class Op>
 class Layer : public Kernel {
  public:
   void run(Exec& e) const override {
+    onednn::ThreadScope threads(op_->threads());  // as the layer was made for (one, for small work)
     op_->execute(e.call.stream(), e.in<float>(0), e.out<float>(0));
   }
 
@@ -203,7 +204,8 @@ class ConvF32 final : public Layer<onednn::FloatConv> {
     if (act == 2) spec.post_ops = {onednn::PostOp::clip(0.f, act_max)};
     // NHWC in and out: the tensors of the partition, no reorders
     const auto src_md = nhwc_desc(x.spec.shape, dt::f32), dst_md = nhwc_desc(y.spec.shape, dt::f32);
-    set(c, [&] { return onednn::FloatConv(spec, c.threads, &src_md, &dst_md); });
+    const double macs = static_cast<double>(y.spec.shape.elements()) * static_cast<double>(w.spec.shape.elements() / w.spec.shape[0]);
+    set(c, [&] { return onednn::FloatConv(spec, c.threads_for(macs), &src_md, &dst_md); });
   }
 };
 
@@ -222,7 +224,7 @@ class DenseF32 final : public Layer<onednn::FloatDense> {
     spec.n = N;
     spec.weights = reinterpret_cast<const float*>(w.data);
     spec.bias = bias(c, N);
-    set(c, [&] { return onednn::FloatDense(spec, c.threads); });
+    set(c, [&] { return onednn::FloatDense(spec, c.threads_for(static_cast<double>(M) * K * N)); });
   }
 };
 
@@ -770,8 +772,9 @@ class QnnConv final : public Kernel {
                                  static_cast<std::int32_t>(r.lo), static_cast<std::int32_t>(r.hi), bias);
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
-    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype,
-                                                      c.threads);
+    // small layers on one thread: waking a team costs more than it saves there
+    const double macs = static_cast<double>(ys.elements()) * static_cast<double>(ws.elements() / ws[0]);
+    op_ = std::make_unique<onednn::IntConvRequantize>(spec, std::move(rq), y.spec.dtype, c.threads_for(macs));
   }
 
   void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }

@@ -28,7 +28,7 @@ namespace accel_sdk {
 constexpr int kMaxThreads = 1024;
 
 // Below this many operations a kernel runs on one thread (see threads_for).
-constexpr double kSmallWork = 1 << 20;
+constexpr double kSmallWork = 1 << 23;
 
 // The cores this process may run on (its CPU affinity where the system tells), at least 1.
 inline int available_cores() {
