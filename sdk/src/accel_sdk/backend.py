@@ -30,12 +30,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import ClassVar
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from accel.backend import Backend, Check, PatternEntry
 from accel_sdk.openmp import import_runtime
 
-__all__ = ["PluginBackend"]
+__all__ = ["PluginBackend", "retired_thread_option"]
+
+
+def retired_thread_option() -> Any:
+    """The field of a target option that once fixed the thread count: still accepted, so that artifacts
+    compiled then still load (their manifests hold it), and ignored. The count is chosen where the
+    model runs: ``accel.load(path, threads=N)``, ``accel run --threads N``, ``ACCEL_NUM_THREADS``."""
+    return Field(
+        default=None,
+        ge=0,
+        le=1024,
+        description="ignored: accepted so that artifacts compiled when the count was a target option still "
+        "load; choose threads when loading (accel.load(path, threads=N), accel run --threads N)",
+    )
 
 
 class PluginBackend(Backend):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from accel_sdk.backend import retired_thread_option
 
 from accel.backend import BackendOptions
 
@@ -14,10 +14,4 @@ class BnnsOptions(BackendOptions):
     threads=N)``, ``accel run --threads N``, ``ACCEL_NUM_THREADS``).
     """
 
-    num_threads: int | None = Field(
-        default=None,
-        ge=0,
-        le=1024,
-        description="ignored: accepted so that artifacts compiled when the count was a target option still "
-        "load; choose threads when loading (accel.load(path, threads=N), accel run --threads N)",
-    )
+    num_threads: int | None = retired_thread_option()
