@@ -217,11 +217,13 @@ def _pool_reason(node: Node, dtypes: Sequence[str]) -> str | None:
 
 # composites
 def check_conv2d(match: Match) -> str | None:
+    """float32 NHWC, any batch, constant OHWI weights, groups 1 or depthwise 3x3/5x5 with stride 1 or 2, bias on the channel axis."""
     conv = match.node("conv")
     return _conv_common(conv) or _bias_axis(match, 4) or _dtypes(conv, FLOAT)
 
 
 def check_qnn_conv2d(match: Match) -> str | None:
+    """as conv2d; uint8/int8 data quantized per tensor, uint8/int8 weights (per-channel allowed), requantized from a zero-point-0 accumulator."""
     conv = match.node("conv")
     return (
         _conv_common(conv)
@@ -233,6 +235,7 @@ def check_qnn_conv2d(match: Match) -> str | None:
 
 
 def check_dense(match: Match) -> str | None:
+    """float32 [M, K] data, constant [N, K] weights, bias on the last axis."""
     dense = match.node("dense")
     if dense.inputs[0].type.rank != 2:
         return f"dense data rank={dense.inputs[0].type.rank}, rank must = 2"
@@ -240,6 +243,7 @@ def check_dense(match: Match) -> str | None:
 
 
 def check_qnn_dense(match: Match) -> str | None:
+    """as dense; uint8/int8 data quantized per tensor, uint8/int8 weights, requantized from a zero-point-0 accumulator."""
     dense = match.node("dense")
     if dense.inputs[0].type.rank != 2:
         return f"dense data rank={dense.inputs[0].type.rank}, rank must = 2"
@@ -253,6 +257,7 @@ def check_qnn_dense(match: Match) -> str | None:
 
 
 def check_avg_pool2d(match: Match) -> str | None:
+    """a uint8/int8 average pool summed in int32 and cast back to the same dtype; no dilation."""
     src = match.node("cast_in").inputs[0].type.dtype
     out = match.node("cast_out").outputs[0].type.dtype
     if src not in QUANT or src != out:
@@ -261,15 +266,18 @@ def check_avg_pool2d(match: Match) -> str | None:
 
 
 def check_l2_pool2d(match: Match) -> str | None:
+    """float32 sqrt(avg_pool(x^2)); no dilation."""
     return _pool_reason(match.node("pool"), FLOAT)
 
 
 # single ops
 def check_reshape(node: Node) -> str | None:
+    """float32, uint8, int8 or int32."""
     return _dtypes(node, (*FLOAT, *QUANT, "int32"))
 
 
 def check_avg_pool_op(node: Node) -> str | None:
+    """float32 (or int32, a QDQ model's average pool) average pools; no dilation; ceil mode not with count_include_pad."""
     # float32 as ACL; int32 too (the quantized average pool of a QDQ model: requantize to int32,
     # pool, requantize back), summed exactly and rounded half away from zero as the reference
     return _pool_reason(node, (*FLOAT, "int32"))
@@ -281,6 +289,16 @@ def _per_channel_constant(v: Value, out: Sequence[int]) -> bool:
     return (
         v.const is not None and 1 <= len(shape) <= len(out) and shape[-1] == out[-1] and all(d == 1 for d in shape[:-1])
     )
+
+
+def check_max_pool(node: Node) -> str | None:
+    """float32, uint8 or int8 max pools; no dilation."""
+    return _pool_reason(node, (*FLOAT, *QUANT))
+
+
+def check_relu(node: Node) -> str | None:
+    """float32 (a quantized ReLU is the clamp of a requantize)."""
+    return _dtypes(node, FLOAT)
 
 
 def check_float_binary(node: Node) -> str | None:
@@ -298,6 +316,7 @@ def check_float_binary(node: Node) -> str | None:
 
 
 def check_qnn_add(node: Node) -> str | None:
+    """uint8/int8 inputs of one shape (no broadcasting)."""
     a, b = (list(v.type.shape) for v in node.inputs)
     if a != b:
         return f"qnn.add of shapes {a} and {b}: broadcasting is not supported, shapes must be equal"
@@ -305,6 +324,7 @@ def check_qnn_add(node: Node) -> str | None:
 
 
 def check_concatenate(node: Node) -> str | None:
+    """float32, uint8 or int8; quantized inputs share their parameters."""
     reason = _dtypes(node, (*FLOAT, *QUANT))
     if reason is None and node.inputs[0].type.quant is not None:
         qs = {v.type.quant for v in (*node.inputs, *node.outputs)}
@@ -314,6 +334,7 @@ def check_concatenate(node: Node) -> str | None:
 
 
 def check_clip(node: Node) -> str | None:
+    """float32 clip(0, a) with a > 0: ACL's bounded ReLU (ReLU6 is a = 6)."""
     if not _bounded_relu(node):
         lo, hi = node.attrs["a_min"], node.attrs["a_max"]
         return f"clip({lo}, {hi}): only clip(0, a) with a > 0 (bounded ReLU) is supported"
@@ -321,6 +342,7 @@ def check_clip(node: Node) -> str | None:
 
 
 def check_requantize(node: Node) -> str | None:
+    """uint8, int8 or int32 to uint8, int8 or int32, per tensor or per channel."""
     x, y = node.inputs[0].type, node.outputs[0].type
     dtypes = (*QUANT, "int32")
     if x.dtype not in dtypes or y.dtype not in dtypes:
@@ -344,16 +366,16 @@ PATTERNS: list[tuple[str, Callable[[], Pattern], Callable[[Match], str | None]]]
 #: Single ops: ``{op: check(node)}``.
 OP_CHECKS: dict[str, Check] = {
     "reshape": check_reshape,
-    "nn.max_pool2d": lambda n: _pool_reason(n, (*FLOAT, *QUANT)),
+    "nn.max_pool2d": check_max_pool,
     "nn.avg_pool2d": check_avg_pool_op,
-    "nn.global_max_pool2d": lambda n: _pool_reason(n, (*FLOAT, *QUANT)),
+    "nn.global_max_pool2d": check_max_pool,
     "nn.global_avg_pool2d": check_avg_pool_op,
     "maximum": check_float_binary,
     "add": check_float_binary,
     "multiply": check_float_binary,
     "qnn.add": check_qnn_add,
     "concatenate": check_concatenate,
-    "nn.relu": lambda n: _dtypes(n, FLOAT),
+    "nn.relu": check_relu,
     "clip": check_clip,
     "qnn.requantize": check_requantize,
 }
