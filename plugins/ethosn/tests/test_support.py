@@ -11,8 +11,9 @@ from pydantic import ValidationError
 import accel
 from accel.builder import GraphBuilder
 from accel.executor import ReferenceExecutor
-from accel.ir import TensorType
+from accel.ir import Node, QuantParams, TensorType, Value
 from accel.partition import partition_graph
+from accel.pattern import Match
 
 # -- reasons the IR cannot reach (its type rules refuse such nodes first) -----------------------
 
@@ -40,6 +41,83 @@ def test_int16_conv_input_is_refused():
     assert support.check_activation(TensorType((1, 8, 8, 4), "int16")) == (
         "dtype='int16', dtype must be either uint8, int8 or int32"
     )
+
+
+def test_weight_format_other_than_ohwi_is_refused():
+    # the partitioner hands every convolution over with OHWI weights, whatever the model wrote
+    attrs = {"data_layout": "NHWC", "kernel_layout": "HWIO", "strides": (1, 1), "dilation": (1, 1), "groups": 1}
+    reason = support.check_conv2d_attrs(attrs, qt((1, 8, 8, 4)), TensorType((3, 3, 4, 4), "int8"))
+    assert reason == "weight format=HWIO, weight format must = OHWI"
+
+
+def test_weights_of_another_dtype_or_unquantized_are_refused():
+    # qnn.conv2d's type rule refuses int16 weights and weights without quantization parameters
+    w16 = Value.constant("w", np.zeros((4, 3, 3, 4), np.int16), QuantParams(0.02, 0))
+    assert support.check_weights(w16) == "weights: dtype='int16', dtype must be either uint8 or int8"
+    plain = Value.constant("w", np.zeros((4, 3, 3, 4), np.int8))
+    assert support.check_weights(plain) == "weights are not quantized"
+
+
+def _bias_add(bias: np.ndarray, axis: int = 3) -> Node:
+    x = Value("acc", TensorType((1, 8, 8, 4), "int32", QuantParams(0.001, 0)))
+    b = Value.constant("b", bias, QuantParams(0.001, 0))
+    return Node("nn.bias_add", [x, b], {"axis": axis}, [x.type], name="bias_add", output_names=["y"])
+
+
+def test_bias_of_another_dtype_or_size_is_refused():
+    # nn.bias_add's type rule wants the data's dtype and one element per channel of its axis
+    assert support.check_bias(_bias_add(np.zeros(4, np.int8)), 4) == "bias dtype='int8', bias dtype must = int32"
+    reason = support.check_bias(_bias_add(np.zeros(3, np.int32)), 4)
+    assert reason == "bias of 3 elements, must have one per output channel (4)"
+
+
+def test_average_not_taken_on_int32_is_refused():
+    # a pool's output has its input's dtype, so a graph widened to int32 always averages int32
+    q = QuantParams(0.05, 128)
+    x = Value("x", TensorType((1, 8, 8, 4), "uint8", q))
+    widen = Node("cast", [x], {"dtype": "int32"}, [TensorType((1, 8, 8, 4), "int32", q)], name="w", output_names=["a"])
+    attrs = {"layout": "NHWC", "dilation": (1, 1)}
+    pool = Node(
+        "nn.avg_pool2d", widen.outputs, attrs, [TensorType((1, 4, 4, 4), "int16", q)], name="p", output_names=["b"]
+    )
+    narrow = Node(
+        "cast", pool.outputs, {"dtype": "uint8"}, [TensorType((1, 4, 4, 4), "uint8", q)], name="n", output_names=["c"]
+    )
+    m = Match(narrow, [widen, pool, narrow], [x], [], {"widen": widen, "pool": pool, "narrow": narrow})
+    assert support.check_avg_pool2d_match(m) == "the average must be taken on int32"
+
+
+def test_clip_with_empty_bounds_is_refused():
+    # clip's type rule refuses a_min > a_max
+    x = Value("x", qt((1, 8, 8, 4)))
+    node = Node("clip", [x], {"a_min": 200.0, "a_max": 100.0}, [x.type], name="clip", output_names=["y"])
+    assert support.check_clip(node) == "clip bounds [200.0, 100.0] are empty"
+
+
+def test_add_of_two_tensors_is_left_to_the_qnn_add_composite():
+    # ethosn.qnn_add's pattern claims every qnn.add of two tensors, and its reason comes first in the report
+    b = GraphBuilder(x=qt((1, 4, 8, 8)), y=qt((1, 4, 8, 8)))
+    g = b.done(b.op("qnn.add", b.x["x"], b.x["y"], out_scale=0.1, out_zero_point=128))
+    assert (
+        support.check_const_binary(g.nodes[0])
+        == "qnn.add of two non-constant tensors is ethosn.qnn_add's (same shapes)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "form"),
+    [
+        ("sigmoid", "ethosn.qnn_sigmoid"),
+        ("tanh", "ethosn.qnn_tanh"),
+        ("nn.leaky_relu", "ethosn.qnn_leaky_relu"),
+        ("image.resize2d", "ethosn.qnn_resize"),
+    ],
+)
+def test_integer_forms_no_graph_reaches(op, form):
+    # sigmoid, tanh and leaky relu take only floats; an integer resize meets ethosn.qnn_resize's check first
+    x = Value("x", TensorType((1, 8, 8, 4), "uint8"))
+    node = Node(op, [x], {}, [x.type], name="n", output_names=["y"])
+    assert support.check_float_form(node) == f"ethosn runs {op} only as {form}"
 
 
 # -- options ------------------------------------------------------------------------------------
