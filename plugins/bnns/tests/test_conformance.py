@@ -1,5 +1,5 @@
 """accel-sdk's conformance kit on the bnns backend: every composite and op check against accel's
-reference, and what the backend refuses with the reason a user reads in `accel inspect`."""
+reference, and what the backend refuses with the reason a user reads in `accel inspect` (bnns_refusals.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 from accel_bnns import BnnsBackend
-from accel_sdk.testing import BackendConformance, Case, Refusal
+from accel_sdk.testing import BackendConformance, Case
+from bnns_refusals import refusals
 
 from accel.builder import GraphBuilder
-from accel.ir import TensorType
 
 RNG = np.random.default_rng(2026)
 
@@ -104,43 +104,6 @@ def instance_norms() -> Case:
     y = b.op("nn.instance_norm", b.x["x"], b.const(weights(4) + 1), b.const(weights(4)))
     z = b.op("nn.instance_norm", b.x["s"], b.const(weights(6) + 1), b.const(weights(6)), epsilon=1e-3)
     return Case("instance_norms", b.done(y, z))
-
-
-def refusals() -> list[Refusal]:
-    out = []
-    b = GraphBuilder(x=(1, 3, 8, 8), w=(4, 3, 3, 3))
-    y = b.op("nn.conv2d", b.x["x"], b.x["w"])
-    reason = "weight %w is not a constant: bnns needs constant weights (bind them before partitioning)"
-    out.append(Refusal("conv weights not constant", b.done(y), reason))
-    b = GraphBuilder(x=(1, 8, 8, 3))
-    y = b.op("nn.conv2d", b.x["x"], b.const(weights(4, 3, 3, 3)), data_layout="NHWC", kernel_layout="OHWI")
-    out.append(Refusal("NHWC conv", b.done(y), "data_layout=NHWC, data_layout must = NCHW (bnns is planar NCHW)"))
-    b = GraphBuilder(x=TensorType((1, 3, 8, 8), "int8"))
-    y = b.op("nn.conv2d", b.x["x"], b.const(np.ones((4, 3, 3, 3), np.int8)))
-    out.append(Refusal("int8 conv", b.done(y), "dtype='int8', dtype must be float32"))
-    b = GraphBuilder(x=(1, 4, 5, 5), gamma=(4,))
-    y = b.op("nn.instance_norm", b.x["x"], b.x["gamma"], b.const(weights(4)))
-    reason = "gamma %gamma is not a constant: bnns needs constant instance_norm parameters"
-    out.append(Refusal("instance_norm gamma not constant", b.done(y), reason))
-    b = GraphBuilder(x=(1, 4, 6, 6))
-    y = b.op("add", b.op("nn.conv2d", b.x["x"], b.const(weights(4, 4, 1, 1))), b.const(weights(1, 4, 6, 6)))
-    reason = (
-        "bnns.conv2d_bias: add of a constant shaped [1, 4, 6, 6]: the addend must be per-channel, "
-        "shaped [4, 1, 1] or [1, 4, 1, 1]"
-    )
-    out.append(Refusal("conv add of a whole tensor", b.done(y), reason))
-    b = GraphBuilder(x=(1, 4, 9, 9))
-    y = b.op("nn.avg_pool2d", b.x["x"], pool_size=(2, 2), strides=(2, 2), ceil_mode=True, count_include_pad=True)
-    reason = (
-        "ceil_mode with count_include_pad: windows that run past the padding would divide by "
-        "a count bnns does not use (padding included, the overhang not)"
-    )
-    out.append(Refusal("avg pool overhang counted", b.done(y), reason))
-    b = GraphBuilder(x=(4, 6))
-    y = b.op("nn.gelu", b.x["x"])
-    reason = "nn.gelu is not supported by bnns on its own, only inside bnns.dense_bias_gelu"
-    out.append(Refusal("gelu alone", b.done(y), reason))
-    return out
 
 
 class TestConformance(BackendConformance):

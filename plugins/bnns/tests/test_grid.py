@@ -48,7 +48,8 @@ def run_on_bnns(graph: Graph, composite: str | None = None, seed: int = 0) -> No
         assert err <= RTOL, f"%{v.name}: relative error {err:.2e}"
 
 
-CONV_SHAPES = [(4, 8, 1), (6, 6, 3), (8, 8, 8), (3, 16, 1), (16, 12, 4)]  # cin, cout, groups
+# cin, cout, groups; (8, 8, 1): a plain conv whose weights read the same shape with O and I swapped
+CONV_SHAPES = [(4, 8, 1), (6, 6, 3), (8, 8, 8), (3, 16, 1), (16, 12, 4), (8, 8, 1)]
 KERNELS = [(1, 1), (3, 3), (5, 3)]
 STRIDES = [(1, 1), (2, 2), (1, 2)]
 DILATIONS = [(1, 1), (2, 1)]
