@@ -256,9 +256,14 @@ std::vector<onednn::PostOp> activation(const Ctx& c) {
   if (act == "none") return {};
   if (act == "relu") return {onednn::PostOp::relu()};
   if (act == "sigmoid") return {onednn::PostOp::sigmoid()};
+  if (act == "clamp") {  // a clip: BNNS's clamp activation
+    const double lo = c.n.attrs.number("act_min"), hi = c.n.attrs.number("act_max");
+    if (!(lo <= hi)) c.fail("clamp bounds [" + std::to_string(lo) + ", " + std::to_string(hi) + "] are not ordered");
+    return {onednn::PostOp::clip(static_cast<float>(lo), static_cast<float>(hi))};
+  }
   if (act == "gelu_tanh") return {onednn::PostOp::gelu_tanh()};
   if (act == "gelu_erf") return {onednn::PostOp::gelu_erf()};
-  c.fail("activation '" + act + "' is not one of none, relu, sigmoid, gelu_tanh, gelu_erf");
+  c.fail("activation '" + act + "' is not one of none, relu, sigmoid, clamp, gelu_tanh, gelu_erf");
 }
 
 // The constant float32 bias [n] (input 2), or none.

@@ -41,6 +41,19 @@ def conv_add_sigmoid() -> Case:
     return Case("conv_add_sigmoid", b.done(y))
 
 
+def conv_relu6_depthwise() -> Case:
+    """MobileNet's block: conv → bias → ReLU6 (clip(0, 6), BNNS's clamp activation), a depthwise conv →
+    clip, and a clip with a negative floor."""
+    b = GraphBuilder(x=(1, 4, 10, 9))
+    y = b.op("nn.conv2d", b.x["x"], b.const(weights(8, 4, 1, 1)))
+    y = b.op("clip", b.op("nn.bias_add", y, b.const(weights(8))), a_min=0.0, a_max=6.0)
+    y = b.op(
+        "clip", b.op("nn.conv2d", y, b.const(weights(8, 1, 3, 3)), padding=(1, 1, 1, 1), groups=8), a_min=0.0, a_max=6.0
+    )
+    y = b.op("clip", b.op("nn.conv2d", y, b.const(weights(3, 8, 1, 1))), a_min=-0.5, a_max=0.75)
+    return Case("conv_relu6_depthwise", b.done(y))
+
+
 def conv_bias_grouped() -> Case:
     """conv2d_bias with a (C, 1, 1) add before the conv's input; a depthwise conv alone; a grouped conv."""
     b = GraphBuilder(x=(1, 8, 9, 9))
@@ -116,6 +129,7 @@ class TestConformance(BackendConformance):
         return [
             conv_bias_relu_pool(),
             conv_add_sigmoid(),
+            conv_relu6_depthwise(),
             conv_bias_grouped(),
             conv_batch_norm(),
             dense_gelu(),

@@ -55,8 +55,8 @@ STRIDES = [(1, 1), (2, 2), (1, 2)]
 DILATIONS = [(1, 1), (2, 1)]
 PADDINGS = [(0, 0, 0, 0), (1, 1, 1, 1), (2, 0, 1, 3)]
 EPILOGUES = {
-    "conv2d_bias_act": ["bias_add+relu", "add_c11+sigmoid", "add_1c11+relu"],
-    "conv2d_act": ["relu", "sigmoid"],
+    "conv2d_bias_act": ["bias_add+relu", "add_c11+sigmoid", "add_1c11+relu", "bias_add+relu6"],
+    "conv2d_act": ["relu", "sigmoid", "clip"],
     "conv2d_bias": ["bias_add", "add_c11", "add_1c11"],
     "conv2d_batch_norm": ["batch_norm"],
     None: [""],
@@ -91,6 +91,10 @@ def test_conv2d_grid(shape, kernel, strides, dilation, padding, composite, epilo
             var = np.abs(_w(rng, cout)) + 0.5
             params = [_w(rng, cout) + 1, _w(rng, cout), _w(rng, cout), var]
             y = b.op("nn.batch_norm", y, *(b.const(p) for p in params))
+        elif step == "relu6":  # BNNS's clamp activation
+            y = b.op("clip", y, a_min=0.0, a_max=6.0)
+        elif step == "clip":
+            y = b.op("clip", y, a_min=-1.0, a_max=0.5)
         else:
             y = b.op("nn.relu" if step == "relu" else "sigmoid", y)
     run_on_bnns(b.done(y), composite)

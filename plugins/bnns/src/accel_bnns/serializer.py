@@ -16,7 +16,8 @@ runtime knows six kernels; their inputs and attributes:
 kernel             inputs                            attributes
 =================  ================================  =========================================================
 ``conv2d``         x, weight OIHW, bias (optional)   strides, dilation (2 ints), padding (4: top left bottom
-                                                     right), groups, activation ("none", "relu", "sigmoid")
+                                                     right), groups, activation ("none", "relu", "sigmoid", "clamp"
+                                                     with act_min, act_max: a clip)
 ``dense``          x [..., K], weight [N, K], bias   activation ("none", "gelu_tanh", "gelu_erf")
 ``batch_matmul``   a, b                              transpose_a, transpose_b
 ``pool2d``         x                                 kind ("max", "avg"), kernel, strides, dilation (2 ints),
@@ -48,10 +49,10 @@ HEADER_SIZE = 64
 KIND = "bnns"
 KIND_VERSION = 1
 
-_ACTIVATION = {"nn.relu": "relu", "sigmoid": "sigmoid"}
+_ACTIVATION = {"nn.relu": "relu", "sigmoid": "sigmoid", "clip": "clamp"}
 
 
-def _conv_kernel(conv: Node, x, weight, bias, activation: str) -> Kernel:
+def _conv_kernel(conv: Node, x, weight, bias, activation: str, act: Node | None = None) -> Kernel:
     g = conv2d_geometry(conv.attrs, conv.inputs[0].type.shape, conv.inputs[1].type.shape)
     if not g.nchw or g.kernel_layout != "OIHW":
         raise PartitionError(f"bnns serializer: conv {conv.name!r} must be NCHW/OIHW")
@@ -62,6 +63,10 @@ def _conv_kernel(conv: Node, x, weight, bias, activation: str) -> Kernel:
         "groups": g.groups,
         "activation": activation,
     }
+    if activation == "clamp":  # BNNS's clamp activation: clip(a_min, a_max)
+        assert act is not None
+        attrs["act_min"] = float(act.attrs["a_min"])
+        attrs["act_max"] = float(act.attrs["a_max"])
     inputs = [x, weight] if bias is None else [x, weight, bias]
     return Kernel("conv2d", attrs, inputs)
 
@@ -134,14 +139,15 @@ def _lower_composite(call: Node, labels: Labels) -> Kernel:
         conv = labels["conv"]
         assert isinstance(conv, Node)
         act = labels.get("act")
-        activation = _ACTIVATION[act.op] if isinstance(act, Node) else "none"
+        act_node = act if isinstance(act, Node) else None
+        activation = _ACTIVATION[act_node.op] if act_node is not None else "none"
         bn = labels.get("bn")
         if isinstance(bn, Node):
             weight, bias = _fold_batch_norm(conv, bn)
-            return _conv_kernel(conv, x, weight, bias, activation)
+            return _conv_kernel(conv, x, weight, bias, activation, act_node)
         b = labels.get("bias")
         bias = _bias_vector(b) if isinstance(b, Node) else None
-        return _conv_kernel(conv, x, conv.inputs[1], bias, activation)
+        return _conv_kernel(conv, x, conv.inputs[1], bias, activation, act_node)
     if name in ("bnns.dense_bias", "bnns.dense_bias_gelu"):
         dense, b = labels["dense"], labels["bias"]
         assert isinstance(dense, Node) and isinstance(b, Node)

@@ -5,8 +5,8 @@ the partition boundary, and weights and biases that are constants (bound before
 partitioning). Composites, in priority order (the table order):
 
 ============================  ==========================================================
-``bnns.conv2d_bias_act``      ``nn.conv2d → bias → nn.relu | sigmoid``
-``bnns.conv2d_act``           ``nn.conv2d → nn.relu | sigmoid``
+``bnns.conv2d_bias_act``      ``nn.conv2d → bias → nn.relu | sigmoid | clip``
+``bnns.conv2d_act``           ``nn.conv2d → nn.relu | sigmoid | clip``
 ``bnns.conv2d_bias``          ``nn.conv2d → bias``
 ``bnns.conv2d_batch_norm``    ``nn.conv2d → nn.batch_norm`` (where the core did not fold it)
 ``bnns.dense_bias_gelu``      ``nn.dense → bias → GELU`` (``nn.gelu``, or the tanh chain)
@@ -45,7 +45,8 @@ GELU_TANH_CUBE = 0.044715
 #: How far a constant of the written-out chain may be from its exact value (exporters round √(2/π)).
 _CHAIN_RTOL = 1e-4
 
-ACTIVATIONS = ("nn.relu", "sigmoid")
+#: Activations BNNS fuses into a layer (``clip`` is its clamp activation: ReLU6 is clip(0, 6)).
+ACTIVATIONS = ("nn.relu", "sigmoid", "clip")
 
 
 # -- patterns ------------------------------------------------------------------------------------
