@@ -6,13 +6,13 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import acl_cases as cases
 import numpy as np
 import pytest
 from accel_acl import AclBackend, _runtime
+from accel_sdk.testing import concurrent_mismatches
 from acl_helpers import compiled, inputs_for
 
 import accel
@@ -27,21 +27,7 @@ def test_one_handle_from_several_threads_with_two_threads_each():
     executable = compiled(graph).executable(threads=2)
     assert executable.threads == 2 and {h.threads for h in executable.handles.values()} == {2}
     feeds = [inputs_for(graph, seed) for seed in range(4)]
-    want = [executable.run(f) for f in feeds]
-    errors: list[str] = []
-
-    def work(i: int) -> None:
-        for _ in range(10):
-            got = executable.run(feeds[i])
-            for k, v in want[i].items():
-                if not np.array_equal(np.asarray(got[k]), np.asarray(v)):
-                    errors.append(f"thread {i}: %{k} differs")
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = concurrent_mismatches(executable.run, feeds, [executable.run(f) for f in feeds], rounds=10)
     assert not errors, errors[:3]
 
 
@@ -115,18 +101,6 @@ def test_mutated_blobs_never_crash(tmp_path: Path):
     )
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert "loaded" in proc.stdout
-
-
-def test_the_thread_count_given_at_load_is_the_count_used(monkeypatch):
-    """accel.load / executable(threads=N) makes every handle with N threads; without it ACCEL_NUM_THREADS."""
-    graph = cases.qnn_network("uint8")
-    artifact = compiled(graph)
-    for n in (1, 2, 3):
-        exe = artifact.executable(threads=n)
-        assert exe.threads == n and {h.threads for h in exe.handles.values()} == {n}
-    monkeypatch.setenv("ACCEL_NUM_THREADS", "3")
-    assert {h.threads for h in artifact.executable().handles.values()} == {3}
-    assert {h.threads for h in artifact.executable(threads=1).handles.values()} == {1}
 
 
 def test_a_blob_written_with_a_thread_count_on_every_node_still_loads():
@@ -277,18 +251,5 @@ def test_concurrent_runs_with_nan_and_inf_inputs_agree_with_one_run_at_a_time():
         feeds.append({"x": x})
     want = [executable.run(f) for f in feeds]
     assert any(np.isnan(next(iter(w.values()))).any() for w in want)
-    errors: list[str] = []
-
-    def work(i: int) -> None:
-        for _ in range(8):
-            got = executable.run(feeds[i])
-            for k, v in want[i].items():
-                if not np.array_equal(got[k], v, equal_nan=True):
-                    errors.append(f"thread {i}: %{k} differs")
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = concurrent_mismatches(executable.run, feeds, want)
     assert not errors, errors[:3]

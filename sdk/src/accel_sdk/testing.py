@@ -39,6 +39,7 @@ backend took, loads the blob in the backend's compiled runtime and checks:
 - every case compiled end to end (:func:`accel.compile` for the backend
   alone, through an artifact's bytes) and run matches the reference
   executor on the original graph;
+- the thread count given when a blob is loaded is the count its handle computes with;
 - every :class:`Refusal` is reported with its exact reason, as
   ``accel inspect --format json`` shows it;
 - every truncation of every blob (up to ``truncation_cap`` lengths, then a
@@ -82,6 +83,7 @@ __all__ = [
     "Case",
     "Refusal",
     "Region",
+    "concurrent_mismatches",
     "edge_values",
     "random_inputs",
     "shortfall",
@@ -445,16 +447,11 @@ class BackendConformance:
     def test_compiled_model_matches_reference(self):
         """accel.compile for this backend alone, through the artifact's bytes, run: the original graph's results."""
         from accel.artifact import artifact_from_bytes
-        from accel.compiler import compile as compile_model
 
         name = self.backend.name
-        options = self.options
-        if isinstance(options, BackendOptions):
-            options = options.model_dump(exclude_unset=True)
-        target = {"devices": [{"kind": name, "options": dict(options or {})}]}
         available = {name: self.backend}
         for index, case in enumerate(self.cases()):
-            artifact = compile_model(case.graph, target=target, available=available)
+            artifact = self._compile(case)
             assert artifact.partitions, f"case {case.name!r}: accel.compile offloaded nothing to {name}"
             loaded = artifact_from_bytes(artifact.to_bytes(), backends=available)
             executable = loaded.executable()
@@ -553,6 +550,38 @@ class BackendConformance:
                     continue
                 raise AssertionError(f"{r.label}: run accepted {what}")
 
+    def _compile(self, case: Case) -> Any:
+        """accel.compile of the case for this backend alone, with the kit's target options."""
+        from accel.compiler import compile as compile_model
+
+        options = self.options
+        if isinstance(options, BackendOptions):
+            options = options.model_dump(exclude_unset=True)
+        target = {"devices": [{"kind": self.backend.name, "options": dict(options or {})}]}
+        return compile_model(case.graph, target=target, available={self.backend.name: self.backend})
+
+    def test_the_thread_count_chosen_at_load_is_used(self):
+        """``Runtime(blob, threads=n)`` computes with n threads (its ``threads`` says so) and agrees with the
+        reference at every n; ``executable(threads=n)`` makes every handle with n."""
+        module = self.runtime()
+        for r in self.regions():
+            exact, rtol, atol = self._tolerance(r.case)
+            want = None
+            for n in (1, 2, 3):
+                handle = module.Runtime(r.blob, threads=n)
+                assert handle.threads == n, f"{r.label}: Runtime(blob, threads={n}).threads is {handle.threads}"
+                got = r.filled_outputs()
+                handle.run(r.inputs, got)
+                if want is None:
+                    want = got
+                    continue
+                for k, (a, b) in enumerate(zip(got, want)):
+                    _compare(a, b, exact, rtol, atol, f"{r.label}: output {k} on {n} threads against 1 thread")
+        artifact = self._compile(self.cases()[0])
+        for n in (1, 2):
+            executable = artifact.executable(threads=n)
+            assert executable.threads == n and {h.threads for h in executable.handles.values()} == {n}
+
     def test_concurrent_runs_agree(self):
         module = self.runtime()
         for r in self.regions():
@@ -566,6 +595,35 @@ class BackendConformance:
                 for outs in got:
                     for a, b in zip(outs, baseline):
                         assert a.tobytes() == b.tobytes(), f"{r.label}: thread {i} got other results than one thread"
+
+
+def concurrent_mismatches(
+    run: Callable[[dict[str, np.ndarray]], dict[str, Any]],
+    feeds: Sequence[dict[str, np.ndarray]],
+    want: Sequence[dict[str, Any]],
+    *,
+    rounds: int = 8,
+) -> list[str]:
+    """Calls ``run(feeds[i])`` ``rounds`` times from one thread per feed, all at once (one loaded model
+    shared by its callers); returns the outputs that differed from ``want[i]`` (NaN equal to NaN)."""
+    errors: list[str] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(rounds):
+                got = run(feeds[i])
+                for k, v in want[i].items():
+                    if not np.array_equal(np.asarray(got[k]), np.asarray(v), equal_nan=np.asarray(v).dtype.kind == "f"):
+                        errors.append(f"caller {i}: %{k} differs")
+        except Exception as exc:  # reported with the mismatches
+            errors.append(f"caller {i} failed: {type(exc).__name__}: {exc}")
+
+    callers = [threading.Thread(target=work, args=(i,)) for i in range(len(feeds))]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    return errors
 
 
 def _reference(graph: Graph, arrays: Sequence[np.ndarray]) -> list[Any]:
