@@ -106,13 +106,22 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks side by side with ONNX Runtime (ratios from one run)."""
+    """Benchmarks side by side with ONNX Runtime (ratios from one run).
+
+    The core's, each plugin's own, then every installed backend in one table
+    (core/benchmarks/bench_backends.py). ``nox -s bench -- --update-docs`` also writes that
+    table, for the kind of machine it ran on, into docs/benchmarks.md; other arguments
+    (``--repeat N``) go to every script.
+    """
+    args = [a for a in session.posargs if a != "--update-docs"]
+    update = ["--update-docs", str(ROOT / "docs" / "benchmarks.md")] if "--update-docs" in session.posargs else []
     install_all(session)
-    session.run("python", "core/benchmarks/bench_core.py", *session.posargs)
+    session.run("python", "core/benchmarks/bench_core.py", *args)
     session.run("python", "core/benchmarks/bench_partition.py")
     session.run("python", "core/benchmarks/bench_scale.py")
     for script in sorted(ROOT.glob("plugins/*/benchmarks/bench_*.py")):
-        session.run("python", str(script.relative_to(ROOT)), *session.posargs)
+        session.run("python", str(script.relative_to(ROOT)), *args)
+    session.run("python", "core/benchmarks/bench_backends.py", *args, *update)
 
 
 @nox.session(python=PYTHON)
