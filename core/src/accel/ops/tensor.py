@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -138,6 +138,13 @@ def _transpose_rule(attrs: Any, x: TensorType) -> TensorType:
     return TensorType(tuple(x.shape[p] for p in perm), x.dtype, _permuted_quant(x.quant, perm, x.rank))
 
 
+def _prepare_transpose(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
+    """The permutation once per node: checking the axes costs more than moving a small tensor (the
+    transposes at partition boundaries run once per call)."""
+    perm = _transpose_perm(ctx.attrs, ctx.in_types[0].rank)
+    return lambda x: _contiguous(np.transpose(x, perm))
+
+
 @register_op(
     "transpose",
     layout=Layout.PERMUTE,
@@ -145,6 +152,7 @@ def _transpose_rule(attrs: Any, x: TensorType) -> TensorType:
     qdq=Qdq.SELECTS,
     infer=_transpose_rule,
     attrs={"axes": REQUIRED},
+    prepare=_prepare_transpose,
 )
 def transpose(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """numpy transpose (``axes=None`` reverses the axes)."""
