@@ -120,6 +120,14 @@ class Artifact:
         The partitions compute with ``threads`` threads; without it, ``ACCEL_NUM_THREADS`` or every available
         core (:func:`accel.runtime.resolve_threads`)."""
         count = resolve_threads(threads)
+        if self.report.tuning is not None:
+            import warnings
+
+            from accel.tune import TunedElsewhereWarning, tuned_elsewhere
+
+            note = tuned_elsewhere(self.report)
+            if note is not None:
+                warnings.warn(note, TunedElsewhereWarning, stacklevel=2)
         by_name = {b.name: b for b in self.backends}
         handles = {
             name: create_handle(by_name[backend], self.blobs[name], name, count) for name, backend in self.partitions

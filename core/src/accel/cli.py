@@ -993,6 +993,33 @@ def _target(backends: Optional[str], target: Optional[Path]) -> Any:
     return resolve_target(backends, str(target) if target is not None else None)
 
 
+def parse_duration(text: str) -> float:
+    """Seconds from ``60``, ``60s``, ``1.5m`` or ``1h``; an :class:`InputError` otherwise."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    t = text.strip().lower()
+    scale = units.get(t[-1:])
+    number = t[:-1] if scale is not None else t
+    try:
+        value = float(number) * (scale or 1.0)
+    except ValueError:
+        raise InputError(f"--tune-budget must be a duration such as 60, 60s or 2m, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise InputError(f"--tune-budget must be a duration of zero or more, got {text!r}")
+    return value
+
+
+def _tune_options(tune: bool, budget: Optional[str], threads: Optional[int]) -> Any:
+    if not tune:
+        if budget is not None or threads is not None:
+            raise InputError("--tune-budget and --tune-threads apply with --tune")
+        return None
+    from accel.tune import TuneOptions
+
+    if threads is not None and threads < 1:
+        raise InputError(f"--tune-threads must be at least 1, got {threads}")
+    return TuneOptions(budget=parse_duration(budget) if budget is not None else 60.0, threads=threads)
+
+
 @app.command()
 def compile(
     model: Annotated[
@@ -1008,12 +1035,31 @@ def compile(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every host node with its reasons.")] = False,
     input_shape: InputShapeOption = None,
+    tune: Annotated[
+        bool,
+        typer.Option(
+            "--tune",
+            help="Choose the placement by measuring candidates on this machine (never slower than the plain "
+            "priority placement; measurements are cached). See docs/partition.md.",
+        ),
+    ] = False,
+    tune_budget: Annotated[
+        Optional[str], typer.Option("--tune-budget", help="Time for --tune's search: 60, 60s, 2m. Default 60s.")
+    ] = None,
+    tune_threads: Annotated[
+        Optional[int],
+        typer.Option(
+            "--tune-threads",
+            help="Threads to measure with, as the artifact will run. Default: ACCEL_NUM_THREADS or every core.",
+        ),
+    ] = None,
 ) -> None:
     """Partition a model for a host plus backends and write one .accel artifact.
 
     Every node goes to the first backend (in --backends order) that takes it;
     the rest runs on the host. The table shows the partitions per backend and
-    why the ops left on the host were declined.
+    why the ops left on the host were declined. With --tune, the placement is
+    the fastest measured on this machine instead.
     """
     from accel.compiler import compile as compile_model
     from accel.render import print_report, report_to_html
@@ -1025,6 +1071,7 @@ def compile(
     shapes = _parse_input_shapes(input_shape)
     tgt = _target(backends, target)
     _check_input_shapes(model, shapes)
+    tune_options = _tune_options(tune, tune_budget, tune_threads)
     out_path = output if output is not None else Path(model.stem + ".accel")
     # the default output equals MODEL only for an artifact, which the import refuses with its own message
     _check_outputs([(out_path, "--output"), (report, "--report")], [model if output is not None else None, target])
@@ -1034,7 +1081,7 @@ def compile(
         def progress(stage: str, done: int, total: int) -> None:
             status.update(Text(f"compiling {model.name}: {stage} {done}/{total} ..."))
 
-        artifact = compile_model(model, target=tgt, input_shapes=shapes, progress=progress)
+        artifact = compile_model(model, target=tgt, input_shapes=shapes, progress=progress, tune=tune_options)
         html = report_to_html(artifact.report, f"{model.name} on {tgt.describe()}") if report is not None else ""
         artifact.save(out_path)
         if report is not None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from accel.artifact import Artifact
 from accel.backend import Backend
@@ -13,6 +13,9 @@ from accel.ir import Graph
 from accel.partition import partition_graph
 from accel.passes.layout import contiguous_constants
 from accel.target import CompositeTarget
+
+if TYPE_CHECKING:
+    from accel.tune import TuneOptions
 
 Progress = Callable[[str, int, int], None]
 
@@ -41,13 +44,17 @@ def compile(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     available: Mapping[str, type[Backend]] | None = None,
     progress: Progress | None = None,
+    tune: bool | TuneOptions | None = None,
 ) -> Artifact:
     """Compile ``model`` (ONNX path, bytes, ModelProto or an accel Graph) for a composite target.
 
     ``backends`` is the shorthand (``"ethosn,acl"`` or a list); ``target`` the
     full form. ``available`` replaces plugin discovery (a mapping of backend
     name to class), for tests and embedding. ``progress(stage, done, total)``
-    is called as the stages advance.
+    is called as the stages advance. ``tune`` (True or a
+    :class:`accel.tune.TuneOptions`) chooses the placement by measuring
+    candidates on this machine (:func:`accel.tune.tune`); the artifact's
+    report then holds the tuning record.
     """
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -60,9 +67,32 @@ def compile(
 
         graph = import_onnx(model, input_shapes=input_shapes)
     timings["import"] = time.perf_counter() - t
+    if tune:
+        from accel.tune import TuneOptions
+        from accel.tune import tune as tune_placement
+
+        options = tune if isinstance(tune, TuneOptions) else TuneOptions()
+        artifact = tune_placement(graph, tgt, instances, options, progress=progress)
+        artifact.report.timings.update(timings)
+        return artifact
+    return build_artifact(graph, tgt, instances, progress=progress, timings=timings)
+
+
+def build_artifact(
+    graph: Graph,
+    tgt: CompositeTarget,
+    instances: list[Backend],
+    *,
+    forbid: Mapping[str, Collection[str]] | None = None,
+    progress: Progress | None = None,
+    timings: dict[str, float] | None = None,
+) -> Artifact:
+    """Partition ``graph`` for ``instances`` (``forbid`` as :func:`accel.partition.partition_graph`'s) and
+    serialize every region: the artifact :func:`compile` returns."""
+    timings = dict(timings or {})
     if progress:
         progress("partition", 0, 1)
-    result = partition_graph(graph, instances, materialize=False)
+    result = partition_graph(graph, instances, materialize=False, forbid=forbid)
     timings["partition"] = result.report.timings["partition"]
     regions = result.regions
     by_name = {b.name: b for b in instances}

@@ -39,7 +39,7 @@ import heapq
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from types import MappingProxyType
@@ -58,6 +58,8 @@ from accel.report import HOST, NodeReport, PartitionReport, Report
 Perm = tuple[int, ...]
 _VALUE_NAME = re.compile(r"%([^\s,()']+)")  # a value named in a pattern's failure reason
 Progress = Callable[[str], None]
+#: The reason given for a node a backend was forbidden (``partition_graph(..., forbid=...)``).
+FORBIDDEN = "placed elsewhere by tuning (accel compile --tune)"
 
 
 @dataclass
@@ -78,15 +80,19 @@ def partition_graph(
     *,
     layout: str = "NCHW",
     materialize: bool = True,
+    forbid: Mapping[str, Collection[str]] | None = None,
 ) -> PartitionResult:
     """Partition ``graph`` for ``backends`` (priority order). See the module docstring.
 
     ``layout`` is the layout of the graph's 4-D tensors. With ``materialize``
     off, re-laid-out weights in region bodies stay transposed views (call
     :func:`accel.passes.layout.contiguous_constants` before serializing).
+    ``forbid`` maps a backend's name to names of nodes it may not take (they
+    go to the next backends, then the host, with the reason "placed elsewhere
+    by tuning"): how :mod:`accel.tune` expresses a placement.
     """
     t0 = time.perf_counter()
-    host, report = _partition(graph, backends, layout, graphs=True)
+    host, report = _partition(graph, backends, layout, graphs=True, forbid=forbid)
     assert host is not None
     result = PartitionResult(host, report)
     if materialize:
@@ -97,7 +103,13 @@ def partition_graph(
     return result
 
 
-def partition_report(graph: Graph, backends: Sequence[Backend], *, layout: str = "NCHW") -> Report:
+def partition_report(
+    graph: Graph,
+    backends: Sequence[Backend],
+    *,
+    layout: str = "NCHW",
+    forbid: Mapping[str, Collection[str]] | None = None,
+) -> Report:
     """The report :func:`partition_graph` gives, without building the partitioned graph.
 
     The same decisions, regions and boundary transposes (what ``accel inspect``
@@ -106,17 +118,26 @@ def partition_report(graph: Graph, backends: Sequence[Backend], *, layout: str =
     but for its timings.
     """
     t0 = time.perf_counter()
-    _, report = _partition(graph, backends, layout, graphs=False)
+    _, report = _partition(graph, backends, layout, graphs=False, forbid=forbid)
     report.timings["partition"] = time.perf_counter() - t0
     return report
 
 
-def _partition(graph: Graph, backends: Sequence[Backend], layout: str, *, graphs: bool) -> tuple[Graph | None, Report]:
+def _partition(
+    graph: Graph,
+    backends: Sequence[Backend],
+    layout: str,
+    *,
+    graphs: bool,
+    forbid: Mapping[str, Collection[str]] | None = None,
+) -> tuple[Graph | None, Report]:
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise PartitionError(f"a backend is listed twice in the target: {', '.join(names)}")
     with collector_paused():
         p = _Partitioner(graph, list(backends), layout)
+        if forbid:
+            p.forbid(forbid)
         p.run()
         # a dead node takes its boundary transposes with it, which only the built graph shows
         return p.build(graphs=graphs or p.has_dead_nodes())
@@ -194,6 +215,15 @@ class _Partitioner:
                     read[j] = True
         self._read = read
         self.producer, self.users, self.deps = producer, users, deps
+
+    def forbid(self, forbid: Mapping[str, Collection[str]]) -> None:
+        """Ban backends from nodes (by name) before assignment; unknown names are ignored."""
+        for b, backend in enumerate(self.backends):
+            for name in forbid.get(backend.name, ()):
+                i = self.index.get(name)
+                if i is not None:
+                    self.banned[b].add(i)
+                    self.reasons[i][backend.name] = FORBIDDEN
 
     @property
     def host(self) -> Graph:

@@ -191,7 +191,78 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "graph_inputs": list(report.graph_inputs),
         "graph_outputs": list(report.graph_outputs),
         "types": dict(report.types),
+        **({"tuning": report.tuning} if report.tuning is not None else {}),
     }
+
+
+# --------------------------------------------------------------------------- tuning
+
+
+def _ms(seconds: Any) -> str:
+    return (
+        "-"
+        if not isinstance(seconds, (int, float)) or seconds != seconds or seconds == float("inf")
+        else (f"{seconds * 1e3:.3f} ms")
+    )
+
+
+def _tuning_tables(record: dict[str, Any]) -> tuple[str, list[list[str]], list[list[str]]]:
+    """``accel compile --tune``'s record (:mod:`accel.tune`) as a headline, candidate rows and region rows."""
+    machine = record.get("machine") or {}
+    cache = record.get("cache") or {}
+    head = (
+        f"Tuned on {machine.get('cpu', '?')} ({machine.get('arch', '?')}; {', '.join(machine.get('isa', [])) or '-'}) "
+        f"with {record.get('threads')} thread(s), p{record.get('percentile', 75):g} of {record.get('runs')} runs, "
+        f"in {record.get('elapsed', 0.0):.2f} s (budget {record.get('budget', 0):g} s"
+        f"{', reached' if record.get('budget_reached') else ''}; cache {cache.get('hits', 0)} hit(s), "
+        f"{cache.get('misses', 0)} miss(es)). Chosen: {record.get('chosen')}."
+    )
+    if record.get("note"):
+        head += " " + str(record["note"])
+    candidates = [
+        [
+            str(c.get("label")),
+            ", ".join(f"{b} {k}" for b, k in (c.get("placement") or {}).items()),
+            _ms(c.get("time")),
+            _ms(c.get("median")),
+            ("cached" if c.get("cached") else "measured") + (f"; {c['error']}" if c.get("error") else ""),
+            "yes" if c.get("chosen") else "",
+        ]
+        for c in record.get("candidates", [])
+    ]
+    regions = [
+        [
+            f"{r['nodes'][0]}..{r['nodes'][-1]} ({r.get('size', '?')} nodes)",
+            ", ".join(f"{b} {_ms(t)}" for b, t in (r.get("times") or {}).items()),
+            str(r.get("winner")),
+            str(r.get("why", "")),
+        ]
+        for r in record.get("regions", [])
+    ]
+    return head, candidates, regions
+
+
+_CANDIDATE_HEAD = ("candidate", "placement (nodes)", "time", "median", "source", "chosen")
+_REGION_HEAD = ("region (of the plain placement)", "end-to-end time with it on", "runs on", "why")
+
+
+def print_tuning(record: dict[str, Any], console: Console) -> None:
+    """The tuning record as a headline and two tables: every candidate, and every region searched."""
+    head, candidates, regions = _tuning_tables(record)
+    console.print(Text(head))
+    table = Table(title="Tuning: candidate placements", title_justify="left")
+    for col in _CANDIDATE_HEAD:
+        table.add_column(col, justify="right" if col in ("time", "median") else "left")
+    for row in candidates:
+        table.add_row(*(Text(c) for c in row))
+    console.print(table)
+    if regions:
+        table = Table(title="Tuning: regions", title_justify="left")
+        for col in _REGION_HEAD:
+            table.add_column(col)
+        for row in regions:
+            table.add_row(*(Text(c) for c in row))
+        console.print(table)
 
 
 # --------------------------------------------------------------------------- terminal
@@ -270,6 +341,9 @@ def print_report(report: Report, console: Console, *, verbose: bool = False) -> 
         console.print(host)
         if len(groups) > HOST_ROWS:
             console.print(Text(f"... {len(groups) - HOST_ROWS} more groups (verbose lists every node)"))
+
+    if report.tuning is not None:
+        print_tuning(report.tuning, console)
 
     if report.timings:
         line = "Timings: " + ", ".join(f"{k} {_seconds(v)}" for k, v in report.timings.items())
@@ -1089,6 +1163,14 @@ def report_to_html(report: Report, title: str) -> str:
         body.append(_table(("node", "op", "why each backend declined"), rows, {2: "reasons"}))
     else:
         body.append('<p class="note">No ops left on the host.</p>')
+
+    if report.tuning is not None:
+        head, candidates, regions = _tuning_tables(report.tuning)
+        body.append("<h2>Tuning</h2>")
+        body.append(f'<p class="note">{_e(head)}</p>')
+        body.append(_table(_CANDIDATE_HEAD, ([_e(c) for c in row] for row in candidates), {2: "num", 3: "num"}))
+        if regions:
+            body.append(_table(_REGION_HEAD, ([_e(c) for c in row] for row in regions)))
 
     if report.timings:
         body.append("<h2>Timings</h2>")

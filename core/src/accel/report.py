@@ -8,6 +8,7 @@ partitioning, so a user recognises the names of their model.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -77,6 +78,9 @@ class Report:
     timings: dict[str, float] = field(default_factory=dict)
     #: Type of every value the nodes read or write, as text (``float32[1,64,56,56]``), to label edges.
     types: dict[str, str] = field(default_factory=dict)
+    #: With ``accel compile --tune``: the tuning record (:mod:`accel.tune`: machine, threads, every
+    #: candidate placement and its measured time, each region's times per backend, the choice and why).
+    tuning: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON types: what :func:`dataclasses.asdict` gives, made directly (its
@@ -89,6 +93,7 @@ class Report:
             "graph_outputs": list(self.graph_outputs),
             "timings": dict(self.timings),
             "types": dict(self.types),
+            "tuning": copy.deepcopy(self.tuning),
         }
 
     @classmethod
@@ -101,6 +106,7 @@ class Report:
             graph_outputs=list(doc.get("graph_outputs", [])),
             timings=dict(doc.get("timings", {})),
             types=dict(doc.get("types", {})),
+            tuning=doc.get("tuning"),
         )
 
     def host_nodes(self) -> list[NodeReport]:

@@ -1,0 +1,539 @@
+"""Placement by measurement: ``accel compile --tune`` (DESIGN §4, docs/partition.md "Tuning").
+
+The partitioner's priority placement is a guess; this module measures. A
+*placement* says where every node runs; it is expressed to the partitioner as
+``forbid`` (:func:`accel.partition.partition_graph`): for each backend, the
+nodes it may not take. Every candidate placement is compiled and run end to
+end on this machine (real input shapes, the boundary transposes and copies it
+costs, ``threads`` threads), several times after a warm-up; its time is a
+percentile above the median. Candidates, in this order:
+
+1. the plain priority placement (always measured, whatever the budget);
+2. every single-backend placement (each backend alone, the host for the rest);
+3. a search from the fastest of those: region by region (the largest work
+   first), each region is offered to every other backend and to the host; a
+   move is kept when the whole model gets faster.
+
+The choice is then measured again against the plain placement, in one
+interleaved run; it replaces the plain placement only when it is at least
+``min_gain`` faster there, and otherwise the plain one is kept and the record
+says so. Each measurement is a pure function of (graph hash, placement,
+backend versions, machine kind, threads, runs, percentile) and is kept in a
+JSON file (:class:`MeasurementCache`), so re-tuning only compiles what it
+chooses. The record (:func:`tune`'s artifact's ``report.tuning``) is shown by
+``accel inspect``; an artifact tuned on another machine kind still runs and
+says so (:func:`tuned_elsewhere`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accel.artifact import Artifact
+from accel.backend import Backend
+from accel.errors import AccelError
+from accel.ir import Graph
+from accel.partition import partition_report
+from accel.report import HOST, Report
+from accel.runtime import Executable, resolve_threads
+from accel.target import CompositeTarget
+
+Progress = Callable[[str, int, int], None]
+Forbid = dict[str, frozenset[str]]
+
+CACHE_FORMAT = "accel-tune-cache"
+CACHE_VERSION = 1
+#: ISA features that decide which kernels a backend runs (those this CPU has make its machine kind).
+_ISA_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "asimd",
+    "asimddp",
+    "sve",
+    "sve2",
+    "i8mm",
+    "bf16",
+)
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """How to tune. ``threads``: as the artifact will run with (None: ``ACCEL_NUM_THREADS`` or every core)."""
+
+    #: Seconds for the search; the plain placement and the final check are always measured.
+    budget: float = 60.0
+    threads: int | None = None
+    #: Timed runs per measurement, after ``warmup`` untimed ones.
+    runs: int = 10
+    warmup: int = 2
+    #: The percentile of the runs a candidate is judged by (above the median: a slow tail counts).
+    percentile: float = 75.0
+    #: A move, and the final choice, must be this much faster (a share) than what it replaces.
+    min_gain: float = 0.02
+    #: The measurement cache file; None: :func:`default_cache_path`; False: no cache.
+    cache: str | os.PathLike[str] | bool | None = None
+
+
+# --------------------------------------------------------------------------- machine, hashes
+
+
+def machine_kind() -> dict[str, Any]:
+    """This machine's kind: architecture, CPU model and the ISA features in :data:`_ISA_FLAGS` it has,
+    with ``id``, a short digest of the three (what the cache and an artifact's record compare)."""
+    arch = platform.machine() or "unknown"
+    cpu, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "CPU part") and not cpu:
+                    cpu = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    cpu = cpu or platform.processor() or "unknown"
+    isa = [f for f in _ISA_FLAGS if f in flags]
+    digest = hashlib.sha256(json.dumps([arch, cpu, isa]).encode()).hexdigest()[:16]
+    return {"arch": arch, "cpu": cpu, "isa": isa, "id": digest}
+
+
+def graph_hash(graph: Graph) -> str:
+    """A digest of the graph's structure and constants (its serialized form), stable across processes."""
+    from accel.serialize import graph_to_json
+
+    doc, arrays = graph_to_json(graph)
+    h = hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+    for key in sorted(arrays):
+        a = np.ascontiguousarray(arrays[key])
+        h.update(f"{key}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+def default_cache_path() -> Path:
+    """``$XDG_CACHE_HOME/accel/tune.json``, else ``~/.cache/accel/tune.json``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "accel" / "tune.json"
+
+
+class MeasurementCache:
+    """Measurements by key, in one JSON file: ``{"format", "version", "entries": {key: entry}}``.
+
+    An entry is ``{"time", "median", "runs", "key": {what the key digests}}``. A missing, unreadable or
+    foreign file is an empty cache (it is a cache); :meth:`save` merges with what the file holds then
+    and renames a temporary file over it, so concurrent tuners lose at most each other's new entries.
+    """
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.entries: dict[str, dict[str, Any]] = self._read() if path is not None else {}
+        self.new: dict[str, dict[str, Any]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        assert self.path is not None
+        try:
+            doc = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("version") != CACHE_VERSION:
+            return {}
+        entries = doc.get("entries")
+        return entries if isinstance(entries, dict) else {}
+
+    @staticmethod
+    def key(parts: Mapping[str, Any]) -> str:
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        found = self.entries.get(key)
+        if isinstance(found, dict) and isinstance(found.get("time"), (int, float)):
+            self.hits += 1
+            return found
+        self.misses += 1
+        return None
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        self.entries[key] = self.new[key] = entry
+
+    def save(self) -> None:
+        if self.path is None or not self.new:
+            return
+        merged = self._read()
+        merged.update(self.new)
+        doc = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "entries": merged}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # an unwritable cache only costs the next tune its time
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def example_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of the graph's shapes and dtypes (normal floats, integers over the dtype's range)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for v in graph.inputs:
+        dt = v.type.np_dtype
+        if np.issubdtype(dt, np.floating):
+            out[v.name] = rng.standard_normal(v.type.shape).astype(dt)
+        elif dt == np.bool_:
+            out[v.name] = rng.integers(0, 2, v.type.shape).astype(dt)
+        else:
+            info = np.iinfo(dt)
+            out[v.name] = rng.integers(max(info.min, -128), min(info.max, 127) + 1, v.type.shape).astype(dt)
+    return out
+
+
+def measure(
+    executables: list[Executable], inputs: Mapping[str, np.ndarray], options: TuneOptions
+) -> list[tuple[float, float]]:
+    """(percentile, median) seconds of each executable, their runs interleaved (so drift hits all alike)."""
+    arrays = [exe.check_inputs(inputs) for exe in executables]
+    for _ in range(options.warmup):
+        for exe, a in zip(executables, arrays):
+            exe.run_positional(a)
+    times: list[list[float]] = [[] for _ in executables]
+    for _ in range(max(options.runs, 1)):
+        for k, (exe, a) in enumerate(zip(executables, arrays)):
+            t0 = time.perf_counter()
+            exe.run_positional(a)
+            times[k].append(time.perf_counter() - t0)
+    return [(float(np.percentile(t, options.percentile)), float(np.median(t))) for t in times]
+
+
+# --------------------------------------------------------------------------- tuning
+
+
+@dataclass
+class Candidate:
+    label: str
+    forbid: Forbid
+    #: Where every node runs (node order), as the partitioner placed it.
+    placement: tuple[str, ...]
+    time: float = 0.0
+    median: float = 0.0
+    cached: bool = False
+    #: Why it could not be compiled or run (then it is no choice).
+    error: str | None = None
+    labels: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for b in self.placement:
+            out[b] = out.get(b, 0) + 1
+        return out
+
+
+class _Tuner:
+    def __init__(
+        self,
+        graph: Graph,
+        tgt: CompositeTarget,
+        instances: list[Backend],
+        options: TuneOptions,
+        progress: Progress | None,
+    ):
+        self.graph, self.tgt, self.instances, self.options, self.progress = graph, tgt, instances, options, progress
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + max(options.budget, 0.0)
+        self.names = [b.name for b in instances]
+        self.node_names = [n.name for n in graph.nodes]
+        self.threads = resolve_threads(options.threads)
+        self.machine = machine_kind()
+        self.ghash = graph_hash(graph)
+        self.inputs = example_inputs(graph)
+        if options.cache is False:
+            path = None
+        elif options.cache is None or options.cache is True:
+            path = default_cache_path()
+        else:
+            path = Path(options.cache)
+        self.cache = MeasurementCache(path)
+        self.seen: dict[tuple[str, ...], Candidate] = {}
+        self.order: list[Candidate] = []
+        self.budget_reached = False
+        self.step = 0
+
+    def _tick(self, total: int) -> None:
+        self.step += 1
+        if self.progress:
+            self.progress("tune", self.step, max(total, self.step))
+
+    def report_of(self, forbid: Mapping[str, Collection[str]]) -> Report:
+        return partition_report(self.graph, self.instances, forbid=forbid)
+
+    def build(self, forbid: Mapping[str, Collection[str]]) -> Artifact:
+        from accel.compiler import build_artifact
+
+        return build_artifact(self.graph, self.tgt, self.instances, forbid=forbid)
+
+    def cache_key(self, placement: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+        used = sorted(set(placement) - {HOST})
+        by_name = {b.name: b for b in self.instances}
+        parts = {
+            "graph": self.ghash,
+            "placement": hashlib.sha256("\0".join(placement).encode()).hexdigest(),
+            "backends": {n: f"{by_name[n].distribution} {by_name[n].version}" for n in used},
+            "options": {n: by_name[n].options.model_dump(mode="json") for n in used}
+            if all(hasattr(by_name[n], "options") and hasattr(by_name[n].options, "model_dump") for n in used)
+            else {},
+            "machine": self.machine["id"],
+            "threads": self.threads,
+            "runs": [self.options.warmup, self.options.runs, self.options.percentile],
+        }
+        return MeasurementCache.key(parts), parts
+
+    def evaluate(self, label: str, forbid: Forbid, total: int) -> Candidate:
+        """The candidate ``forbid`` gives, measured (or found measured: in this tune or the cache)."""
+        report = self.report_of(forbid)
+        placement = tuple(n.backend for n in report.nodes)
+        found = self.seen.get(placement)
+        if found is not None:
+            found.labels.append(label)
+            return found
+        self._tick(total)
+        cand = Candidate(label, forbid, placement, labels=[label])
+        key, parts = self.cache_key(placement)
+        entry = self.cache.get(key)
+        if entry is not None:
+            cand.time, cand.median, cand.cached = float(entry["time"]), float(entry.get("median", entry["time"])), True
+        else:
+            try:
+                exe = self.build(forbid).executable(self.threads)
+                ((cand.time, cand.median),) = measure([exe], self.inputs, self.options)
+            except AccelError as exc:
+                if not forbid:
+                    raise  # the plain placement must compile and run, tuned or not
+                cand.time = cand.median = float("inf")
+                cand.error = str(exc)  # this placement is not a choice; not cached (a fix may come)
+            else:
+                self.cache.put(key, {"time": cand.time, "median": cand.median, "key": parts})
+        self.seen[placement] = cand
+        self.order.append(cand)
+        return cand
+
+    def in_budget(self) -> bool:
+        if time.perf_counter() < self.deadline:
+            return True
+        self.budget_reached = True
+        return False
+
+    def forbid_all_but(self, keep: str | None, nodes: Collection[str]) -> Forbid:
+        return {b: frozenset(nodes) for b in self.names if b != keep}
+
+    def run(self) -> tuple[Artifact, dict[str, Any]]:
+        every = self.node_names
+        plain_report = self.report_of({})
+        regions = sorted(plain_report.partitions, key=lambda p: -p.work)
+        # a rough total for progress: base candidates plus one move per region and choice
+        total = 1 + len(self.names) + len(regions) * len(self.names)
+        plain = self.evaluate("priority", {}, total)
+        singles = []
+        if len(self.names) > 1:
+            for b in self.names:
+                if not self.in_budget():
+                    break
+                singles.append(self.evaluate(f"{b} only", self.forbid_all_but(b, every), total))
+        best = min([plain, *singles], key=lambda c: c.time)
+        region_records = []
+        # the search: each region of the plain placement, then any the best base candidate adds
+        seen_regions: set[tuple[str, ...]] = set()
+        base_regions = [list(p.nodes) for p in regions]
+        if best is not plain:
+            extra = self.report_of(best.forbid).partitions
+            base_regions += [list(p.nodes) for p in sorted(extra, key=lambda p: -p.work)]
+        index = {name: i for i, name in enumerate(every)}
+        for nodes in base_regions:
+            if tuple(nodes) in seen_regions:
+                continue
+            seen_regions.add(tuple(nodes))
+            if not self.in_budget():
+                break
+            owner = best.placement[index[nodes[0]]]
+            times = {owner: best.time}
+            start = best
+            for choice in [*self.names, HOST]:
+                if choice == owner or not self.in_budget():
+                    continue
+                forbid = {b: set(s) - set(nodes) for b, s in best.forbid.items()}
+                for b, s in self.forbid_all_but(None if choice == HOST else choice, nodes).items():
+                    forbid.setdefault(b, set()).update(s)
+                cand = self.evaluate(f"{nodes[0]}..{nodes[-1]} on {choice}", _frozen(forbid), total)
+                landed = cand.placement[index[nodes[0]]]
+                if landed != choice or cand.error:
+                    continue  # the backend declines the region (or part of it): not a choice for it
+                times[choice] = cand.time
+                if cand.time < best.time * (1 - self.options.min_gain):
+                    best = cand
+            winner = best.placement[index[nodes[0]]]
+            region_records.append(
+                {
+                    "nodes": [nodes[0], nodes[-1]],
+                    "size": len(nodes),
+                    "was": owner,
+                    "times": times,
+                    "winner": winner,
+                    "why": _why(winner, times, start.time, self.options.min_gain),
+                }
+            )
+        # the final check: the choice against the plain placement, measured together
+        chosen, note = plain, ""
+        confirm: dict[str, float] = {}
+        if best is not plain:
+            self._tick(total)
+            exes = [self.build(plain.forbid), self.build(best.forbid)]
+            (tp, _), (tb, _) = measure([a.executable(self.threads) for a in exes], self.inputs, self.options)
+            confirm = {"priority": tp, best.label: tb}
+            if tb < tp * (1 - self.options.min_gain):
+                chosen, artifact = best, exes[1]
+            else:
+                note = (
+                    f"no candidate wins: {best.label} measured {_ms(tb)} against the plain placement's {_ms(tp)} "
+                    "in the final check; the plain priority placement is kept"
+                )
+                artifact = exes[0]
+        else:
+            note = "no candidate wins: the plain priority placement is the fastest measured; it is kept"
+            artifact = self.build(plain.forbid)
+        self.cache.save()
+        elapsed = time.perf_counter() - self.t0
+        record = {
+            "machine": self.machine,
+            "threads": self.threads,
+            "runs": self.options.runs,
+            "warmup": self.options.warmup,
+            "percentile": self.options.percentile,
+            "min_gain": self.options.min_gain,
+            "budget": self.options.budget,
+            "budget_reached": self.budget_reached,
+            "elapsed": elapsed,
+            "cache": {
+                "path": str(self.cache.path) if self.cache.path else None,
+                "hits": self.cache.hits,
+                "misses": self.cache.misses,
+            },
+            "candidates": [
+                {
+                    "label": c.label,
+                    "placement": c.counts(),
+                    "time": c.time,
+                    "median": c.median,
+                    "cached": c.cached,
+                    "chosen": c is chosen,
+                    **({"error": c.error} if c.error else {}),
+                }
+                for c in self.order
+            ],
+            "regions": region_records,
+            "confirm": confirm,
+            "chosen": chosen.label,
+            "kept_plain": chosen is plain,
+            "note": note,
+        }
+        return artifact, record
+
+
+def _frozen(forbid: Mapping[str, Collection[str]]) -> Forbid:
+    return {b: frozenset(s) for b, s in forbid.items() if s}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def _why(winner: str, times: Mapping[str, float], before: float, min_gain: float) -> str:
+    """Why ``winner`` keeps (or took) a region, from the end-to-end times of each choice for it."""
+    if len(times) == 1:
+        return f"only {winner} takes it"
+    others = sorted((t, b) for b, t in times.items() if b != winner)
+    t_best, b_best = others[0]
+    mine = times[winner]
+    if mine <= t_best:
+        return f"{winner} fastest: {_ms(mine)} end to end, {b_best} next at {_ms(t_best)}"
+    return (
+        f"{winner} kept: {b_best} measured {_ms(t_best)} against {_ms(mine)}, less than the "
+        f"{min_gain:.0%} gain a move needs"
+    )
+
+
+def tune(
+    graph: Graph,
+    tgt: CompositeTarget,
+    instances: list[Backend],
+    options: TuneOptions | None = None,
+    *,
+    progress: Progress | None = None,
+) -> Artifact:
+    """The artifact of the fastest placement measured (see the module docstring); ``report.tuning`` says how
+    it was chosen. Never slower in its final check than the plain priority placement."""
+    options = options or TuneOptions()
+    tuner = _Tuner(graph, tgt, instances, options, progress)
+    artifact, record = tuner.run()
+    artifact.report.tuning = record
+    return artifact
+
+
+def tuned_elsewhere(report: Report) -> str | None:
+    """One line when ``report`` was tuned on another machine kind than this one, else None."""
+    record = report.tuning
+    if not isinstance(record, dict) or not isinstance(record.get("machine"), dict):
+        return None
+    there = record["machine"]
+    here = machine_kind()
+    if there.get("id") == here["id"]:
+        return None
+    return (
+        f"note: this model was tuned on {there.get('cpu', '?')} ({there.get('arch', '?')}), not on this "
+        f"{here['cpu']} ({here['arch']}): it runs, but its placement was measured elsewhere "
+        "(recompile with --tune here to measure it)"
+    )
+
+
+class TunedElsewhereWarning(UserWarning):
+    """An artifact tuned on another machine kind is being run."""
+
+
+__all__ = [
+    "Candidate",
+    "MeasurementCache",
+    "TuneOptions",
+    "TunedElsewhereWarning",
+    "default_cache_path",
+    "example_inputs",
+    "graph_hash",
+    "machine_kind",
+    "measure",
+    "tune",
+    "tuned_elsewhere",
+]
