@@ -74,6 +74,7 @@ def compile(
         options = tune if isinstance(tune, TuneOptions) else TuneOptions()
         artifact = tune_placement(graph, tgt, instances, options, progress=progress)
         artifact.report.timings.update(timings)
+        artifact.report.timings["tune"] = artifact.report.tuning["elapsed"] if artifact.report.tuning else 0.0
         return artifact
     return build_artifact(graph, tgt, instances, progress=progress, timings=timings)
 

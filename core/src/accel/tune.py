@@ -14,10 +14,10 @@ percentile above the median. Candidates, in this order:
    first), each region is offered to every other backend and to the host; a
    move is kept when the whole model gets faster.
 
-The choice is then measured again against the plain placement, in one
-interleaved run; it replaces the plain placement only when it is at least
-``min_gain`` faster there, and otherwise the plain one is kept and the record
-says so. Each measurement is a pure function of (graph hash, placement,
+The choice is then measured again with the plain placement and the fastest
+single-backend one, in one interleaved run; the fastest there replaces the
+plain placement only when it is at least ``min_gain`` faster, and otherwise
+the plain one is kept and the record says so. Each measurement is a pure function of (graph hash, placement,
 backend versions, machine kind, threads, runs, percentile) and is kept in a
 JSON file (:class:`MeasurementCache`), so re-tuning only compiles what it
 chooses. The record (:func:`tune`'s artifact's ``report.tuning``) is shown by
@@ -407,22 +407,29 @@ class _Tuner:
                     "why": _why(winner, times, start.time, self.options.min_gain),
                 }
             )
-        # the final check: the choice against the plain placement, measured together
+        # the final check: the choice, the plain placement and the fastest single-backend one, measured together
         chosen, note = plain, ""
         confirm: dict[str, float] = {}
         if best is not plain:
             self._tick(total)
-            exes = [self.build(plain.forbid), self.build(best.forbid)]
-            (tp, _), (tb, _) = measure([a.executable(self.threads) for a in exes], self.inputs, self.options)
-            confirm = {"priority": tp, best.label: tb}
-            if tb < tp * (1 - self.options.min_gain):
-                chosen, artifact = best, exes[1]
+            finalists = [plain, best]
+            fastest_single = min((c for c in singles if c.error is None), key=lambda c: c.time, default=None)
+            if fastest_single is not None and fastest_single not in finalists:
+                finalists.append(fastest_single)
+            built = [self.build(c.forbid) for c in finalists]
+            times = measure([a.executable(self.threads) for a in built], self.inputs, self.options)
+            confirm = {c.label: t for c, (t, _) in zip(finalists, times)}
+            k = min(range(len(finalists)), key=lambda i: times[i][0])
+            tp, tk = times[0][0], times[k][0]
+            if k > 0 and tk < tp * (1 - self.options.min_gain):
+                chosen, artifact = finalists[k], built[k]
             else:
+                runner_up = finalists[k] if k > 0 else best
                 note = (
-                    f"no candidate wins: {best.label} measured {_ms(tb)} against the plain placement's {_ms(tp)} "
-                    "in the final check; the plain priority placement is kept"
+                    f"no candidate wins: {runner_up.label} measured {_ms(confirm[runner_up.label])} against the "
+                    f"plain placement's {_ms(tp)} in the final check; the plain priority placement is kept"
                 )
-                artifact = exes[0]
+                artifact = built[0]
         else:
             note = "no candidate wins: the plain priority placement is the fastest measured; it is kept"
             artifact = self.build(plain.forbid)
