@@ -46,3 +46,19 @@ def test_tune_options_need_tune(tmp_path):
     assert proc.returncode == 2 and "apply with --tune" in proc.stderr
     proc = accel_cli("compile", str(model), "--tune", "--tune-budget", "soon", cwd=tmp_path, cache=tmp_path)
     assert proc.returncode == 2 and "--tune-budget must be a duration" in proc.stderr
+
+
+def test_run_says_in_one_line_that_an_artifact_was_tuned_elsewhere(tmp_path):
+    from accel.artifact import read_artifact
+
+    model = default_model_path(quantized=False)
+    cache = tmp_path / "cache"
+    args = ("compile", str(model), "-b", "testbackend", "--tune", "--tune-budget", "0", "--tune-threads", "1")
+    assert accel_cli(*args, "-o", "m.accel", cwd=tmp_path, cache=cache).returncode == 0
+    art = read_artifact(tmp_path / "m.accel")
+    art.report.tuning["machine"] = {"arch": "riscv64", "cpu": "a board", "isa": [], "id": "0"}
+    art.save(tmp_path / "elsewhere.accel")
+    proc = accel_cli("run", "elsewhere.accel", cwd=tmp_path, cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "tuned on" in notes[0], proc.stderr

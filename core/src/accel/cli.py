@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 import traceback
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -1423,10 +1424,24 @@ def _usage_line(exc: Exception) -> str:
     return f"error: {text} (see `{path} --help`)"
 
 
+_default_show_warning = warnings.showwarning
+
+
+def _show_warning(
+    message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
+    """accel's own warnings (an artifact tuned on another machine, ...) as one line, as the errors are."""
+    if getattr(category, "__module__", "").split(".")[0] == "accel" and not _state.get("debug"):
+        err.print(f"note: {message}", markup=False, highlight=False, soft_wrap=True)
+    else:
+        _default_show_warning(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one-line errors, exit code 2 for user errors (with or without --debug)."""
     args, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
     _state["debug"] = debug
+    warnings.showwarning = _show_warning
     if argv is None:  # the command itself, a process that compiles once and exits (not a caller's main([...]))
         freeze_after_pauses()
     if not args:
