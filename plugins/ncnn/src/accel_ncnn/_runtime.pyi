@@ -1,18 +1,5 @@
-"""The compiled runtime (src/runtime.cpp; the module glue comes from accel_sdk/runtime.hpp)."""
+"""The compiled runtime (src/runtime.cpp); its module glue and this interface come from accel-sdk."""
 
-from collections.abc import Sequence
-
-import numpy as np
-
-ABI_VERSION: int
-__accel_abi__: object
-
-class Runtime:
-    """A loaded blob; one instance may run from several threads at once."""
-
-    def __init__(self, blob: bytes, threads: int = 0) -> None: ...
-    @property
-    def backend(self) -> str: ...
-    @property
-    def threads(self) -> int: ...
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None: ...
+from accel_sdk.runtime_module import ABI_VERSION as ABI_VERSION
+from accel_sdk.runtime_module import Runtime as Runtime
+from accel_sdk.runtime_module import __accel_abi__ as __accel_abi__
