@@ -122,6 +122,9 @@ class NcnnRuntime {
     return rt;
   }
 
+  std::vector<TensorSpec> input_specs() const { return specs(inputs_); }
+  std::vector<TensorSpec> output_specs() const { return specs(outputs_); }
+
   void run(const std::vector<TensorView>& inputs, std::vector<TensorView>& outputs) const {
     check("input", inputs, inputs_);
     check("output", outputs, outputs_);
@@ -146,9 +149,13 @@ class NcnnRuntime {
 
  private:
   static void check(const char* role, const std::vector<TensorView>& views, const std::vector<Port>& ports) {
-    std::vector<TensorSpec> specs;
-    for (const Port& p : ports) specs.push_back(p.spec);
-    accel_sdk::check_tensors(role, views, specs);
+    accel_sdk::check_tensors(role, views, specs(ports));
+  }
+
+  static std::vector<TensorSpec> specs(const std::vector<Port>& ports) {
+    std::vector<TensorSpec> out;
+    for (const Port& p : ports) out.push_back(p.spec);
+    return out;
   }
 
   void load(const std::string& param, std::size_t size) {
@@ -188,4 +195,6 @@ class NcnnRuntime {
 
 }  // namespace
 
+#ifndef ACCEL_NCNN_NO_MODULE  // fuzz/fuzz_ncnn_blob.cpp includes this file without the Python module
 ACCEL_SDK_RUNTIME_MODULE(_runtime, "ncnn", NcnnRuntime)
+#endif
