@@ -15,8 +15,8 @@ from backend_fakes import FakeBackend
 
 import accel
 from accel import runtime
-from accel.backend import ABI_VERSION
 from accel.artifact import artifact_from_bytes, read_artifact
+from accel.backend import ABI_VERSION
 from accel.builder import GraphBuilder
 from accel.errors import AbiMismatchError, ArtifactError, BackendNotFoundError, GraphError, InputError, TargetError
 from accel.executor import Program, ReferenceExecutor, plan_offsets

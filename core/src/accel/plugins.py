@@ -45,6 +45,7 @@ def install_hint(name: str, distribution: str) -> str:
         )
     return hint
 
+
 OK = "ok"
 IMPORT_ERROR = "import error"
 INVALID = "invalid"

@@ -66,6 +66,7 @@ def resolve_threads(threads: int | None = None) -> int:
         raise InputError(f"{what}: the thread count must be a whole number from 1 to {MAX_THREADS}")
     return threads
 
+
 _RUNTIMES: dict[type[Backend], ModuleType] = {}
 _LOCK = threading.Lock()
 
