@@ -244,8 +244,8 @@ def _artifact_from_bytes(data: bytes, where: str, backends: Mapping[str, type[Ba
             # broken one says what is wrong with it (accel backends --verbose shows more).
             dist = dists.get(device.kind)
             absent = backends is not None or all(s.name != device.kind for s in statuses())
-            needed = dist and absent and "pip install" not in str(exc)
-            hint = f"; {install_hint(device.kind, dist)}" if needed else ""
+            needed = absent and "pip install" not in str(exc)
+            hint = f"; {install_hint(device.kind, dist)}" if dist and needed else ""
             raise type(exc)(f"{where}: {exc}{hint}") from None
         try:
             instances.append(cls(device.options))

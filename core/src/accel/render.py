@@ -1165,9 +1165,9 @@ def report_to_html(report: Report, title: str) -> str:
         body.append('<p class="note">No ops left on the host.</p>')
 
     if report.tuning is not None:
-        head, candidates, regions = _tuning_tables(report.tuning)
+        headline, candidates, regions = _tuning_tables(report.tuning)
         body.append("<h2>Tuning</h2>")
-        body.append(f'<p class="note">{_e(head)}</p>')
+        body.append(f'<p class="note">{_e(headline)}</p>')
         body.append(_table(_CANDIDATE_HEAD, ([_e(c) for c in row] for row in candidates), {2: "num", 3: "num"}))
         if regions:
             body.append(_table(_REGION_HEAD, ([_e(c) for c in row] for row in regions)))

@@ -100,7 +100,7 @@ def machine_kind() -> dict[str, Any]:
     """This machine's kind: architecture, CPU model and the ISA features in :data:`_ISA_FLAGS` it has,
     with ``id``, a short digest of the three (what the cache and an artifact's record compare)."""
     arch = platform.machine() or "unknown"
-    cpu, flags = "", set()
+    cpu, flags = "", set[str]()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
@@ -417,10 +417,10 @@ class _Tuner:
             if fastest_single is not None and fastest_single not in finalists:
                 finalists.append(fastest_single)
             built = [self.build(c.forbid) for c in finalists]
-            times = measure([a.executable(self.threads) for a in built], self.inputs, self.options)
-            confirm = {c.label: t for c, (t, _) in zip(finalists, times)}
-            k = min(range(len(finalists)), key=lambda i: times[i][0])
-            tp, tk = times[0][0], times[k][0]
+            final_times = measure([a.executable(self.threads) for a in built], self.inputs, self.options)
+            confirm = {c.label: t for c, (t, _) in zip(finalists, final_times)}
+            k = min(range(len(finalists)), key=lambda i: final_times[i][0])
+            tp, tk = final_times[0][0], final_times[k][0]
             if k > 0 and tk < tp * (1 - self.options.min_gain):
                 chosen, artifact = finalists[k], built[k]
             else:
