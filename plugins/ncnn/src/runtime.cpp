@@ -224,6 +224,18 @@ class ParamCheck {
     }
   }
 
+  // The Mat an Input or a Reshape names: 0=w, 1=h, 2=c, as many dims as keys given.
+  static Mat mat_of(const std::map<int, std::vector<double>>& p, const std::string& where) {
+    constexpr std::int64_t kDim = std::int64_t{1} << 30;
+    only(p, {0, 1, 2}, where);
+    Mat m;
+    m.w = integer(p, 0, 0, 1, kDim, where);
+    m.h = integer(p, 1, 1, 1, kDim, where);
+    m.c = integer(p, 2, 1, 1, kDim, where);
+    m.dims = p.count(2) ? 3 : p.count(1) ? 2 : 1;
+    return m;
+  }
+
   static void arity(const std::vector<Mat>& ins, std::size_t n, int nt, int tops, const std::string& where) {
     if (ins.size() != n || nt != tops) fail(where + ": wrong number of bottoms or tops");
   }
@@ -239,13 +251,7 @@ class ParamCheck {
     constexpr std::int64_t kDim = std::int64_t{1} << 30;
     if (type == "Input") {
       arity(ins, 0, nt, 1, where);
-      only(p, {0, 1, 2}, where);
-      Mat m;
-      m.w = integer(p, 0, 0, 1, kDim, where);
-      m.h = integer(p, 1, 1, 1, kDim, where);
-      m.c = integer(p, 2, 1, 1, kDim, where);
-      m.dims = p.count(2) ? 3 : p.count(1) ? 2 : 1;
-      return {m};
+      return {mat_of(p, where)};
     }
     if (type == "Split") {
       if (ins.size() != 1) fail(where + ": a Split reads one blob");
@@ -302,12 +308,7 @@ class ParamCheck {
     }
     if (type == "Reshape") {
       arity(ins, 1, nt, 1, where);
-      only(p, {0, 1, 2}, where);
-      Mat m;
-      m.w = integer(p, 0, 0, 1, kDim, where);
-      m.h = integer(p, 1, 1, 1, kDim, where);
-      m.c = integer(p, 2, 1, 1, kDim, where);
-      m.dims = p.count(2) ? 3 : p.count(1) ? 2 : 1;
+      const Mat m = mat_of(p, where);
       if (m.size() != ins[0].size()) fail(where + ": the new shape does not hold its input");
       return {m};
     }
