@@ -20,14 +20,12 @@ same way for every plugin (idle OpenMP threads sleep, see
         version = __version__
         layout = "NHWC"
         Options = MynpuOptions
-        support = support
-
-        def serialize(self, graph):
-            return serializer.serialize(graph)
+        support = support  # and serializer.serialize(graph) writes its blobs
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
@@ -35,6 +33,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from accel.backend import Backend, Check, PatternEntry
+from accel.ir import Graph
 from accel_sdk.openmp import import_runtime
 
 __all__ = ["PluginBackend", "retired_thread_option"]
@@ -69,5 +68,13 @@ class PluginBackend(Backend):
     def declines(self) -> Mapping[str, Check]:
         return dict(getattr(self.support, "DECLINES", {}))
 
+    def serialize(self, graph: Graph) -> bytes:
+        """``<package>.serializer.serialize(graph)``; a backend whose serializer needs its options overrides this."""
+        module = importlib.import_module(f"{self._package()}.serializer")
+        return bytes(module.serialize(graph))
+
     def runtime_module(self) -> ModuleType:
-        return import_runtime(type(self).__module__.partition(".")[0])
+        return import_runtime(self._package())
+
+    def _package(self) -> str:
+        return type(self).__module__.partition(".")[0]

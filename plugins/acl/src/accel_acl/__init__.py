@@ -21,7 +21,6 @@ from accel_sdk.backend import PluginBackend
 
 from accel.backend import CostHints
 from accel.hookspecs import hookimpl
-from accel.ir import Graph
 from accel_acl import support
 from accel_acl.options import AclOptions
 
@@ -39,11 +38,6 @@ class AclBackend(PluginBackend):
     Options = AclOptions
     cost = CostHints(min_work=1)
     support = support
-
-    def serialize(self, graph: Graph) -> bytes:
-        from accel_acl.serializer import serialize
-
-        return serialize(graph)
 
 
 @hookimpl

@@ -18,7 +18,6 @@ from __future__ import annotations
 from accel_sdk.backend import PluginBackend
 
 from accel.hookspecs import hookimpl
-from accel.ir import Graph
 from accel_bnns import support
 from accel_bnns.options import BnnsOptions
 
@@ -35,11 +34,6 @@ class BnnsBackend(PluginBackend):
     layout = "NCHW"
     Options = BnnsOptions
     support = support
-
-    def serialize(self, graph: Graph) -> bytes:
-        from accel_bnns.serializer import serialize
-
-        return serialize(graph)
 
 
 @hookimpl

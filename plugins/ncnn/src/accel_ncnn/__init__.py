@@ -20,7 +20,6 @@ from __future__ import annotations
 from accel_sdk.backend import PluginBackend
 
 from accel.hookspecs import hookimpl
-from accel.ir import Graph
 from accel_ncnn import support
 from accel_ncnn.options import NcnnOptions
 
@@ -42,11 +41,6 @@ class NcnnBackend(PluginBackend):
     layout = "NCHW"
     Options = NcnnOptions
     support = support
-
-    def serialize(self, graph: Graph) -> bytes:
-        from accel_ncnn.serializer import serialize
-
-        return serialize(graph)
 
 
 @hookimpl
