@@ -1,0 +1,457 @@
+// acl's nodes, read the same whichever library computes them: the attributes of a
+// node checked against the shapes of its tensors (windows, pools, requantize
+// parameters, quantized layers), and the kernels that are accel's own on every CPU
+// because no library computes them with accel.quant's rounding (integer average pools,
+// requantize, qnn.add). runtime.cpp (oneDNN) and runtime_acl.cpp (Arm Compute Library)
+// build their kernels on these; the templates take the runtime's Call.
+#ifndef ACCEL_ACL_NODES_HPP
+#define ACCEL_ACL_NODES_HPP
+
+#include <accel_sdk/geometry.hpp>
+#include <accel_sdk/graph_blob.hpp>
+#include <accel_sdk/graph_runtime.hpp>
+#include <accel_sdk/quant.hpp>
+#include <accel_sdk/requantize.hpp>
+#include <accel_sdk/tensor.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace accel_acl {
+
+using accel_sdk::GraphTensor;
+using accel_sdk::Shape;
+using Ctx = accel_sdk::NodeContext;
+namespace quant = accel_sdk::quant;
+
+// The version of the "acl" graph blob kind this runtime reads.
+constexpr std::uint32_t kKindVersion = 1;
+
+// ReLU (act 1) or bounded ReLU [0, hi] (act 2) of a node: its `activation` and `act_max`.
+struct Activation {
+  std::int64_t act = 0;
+  float hi = 0.f;
+
+  static Activation read(const Ctx& c, std::int64_t lo) {
+    Activation a;
+    a.act = c.integer("activation", lo, 2);
+    a.hi = static_cast<float>(c.n.attrs.number("act_max"));
+    if (a.act == 2 && !(a.hi > 0.f && std::isfinite(a.hi))) c.fail("bounded relu needs act_max > 0");
+    return a;
+  }
+};
+
+struct Window {
+  std::int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+// strides, dilation, padding of a conv node, and the output shape they give for in_shape.
+Window conv_window(const Ctx& c, std::int64_t kh, std::int64_t kw) {
+  const auto s = c.ints("strides", 2, 1, 1 << 16);
+  const auto d = c.ints("dilation", 2, 1, 1 << 16);
+  const auto p = c.ints("padding", 4, 0, 1 << 16);
+  return {kh, kw, s[0], s[1], d[0], d[1], p[0], p[1], p[2], p[3]};
+}
+
+void check_conv_shapes(const Ctx& c, const Shape& x, const Shape& w, const Shape& y, std::int64_t groups, const Window& win) {
+  const std::int64_t C = x[3], O = w[0];
+  if (groups < 1 || C % groups != 0 || O % groups != 0 || w[3] != C / groups) {
+    c.fail("weights " + w.str() + " do not fit data " + x.str() + " with groups=" + std::to_string(groups));
+  }
+  accel_sdk::geometry::Window2d gw{win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, win.pt, win.pl, win.pb, win.pr};
+  const auto g = accel_sdk::geometry::conv2d(x[1], x[2], gw);
+  const Shape want{x[0], g.oh, g.ow, O};
+  if (y != want) c.fail("output must be " + want.str() + ", got " + y.str());
+  if (x.elements() == 0 || y.elements() == 0) c.fail("empty tensors are not supported");
+}
+
+
+struct PoolParams {
+  std::string kind;
+  std::int64_t kh, kw, sh, sw, pt, pl, pb, pr;
+  std::int64_t dpb, dpr;  // declared bottom/right padding (without the ceil-mode extension)
+  bool include_pad;
+};
+
+PoolParams pool_params(const Ctx& c, const Shape& x, const Shape& y) {
+  PoolParams p;
+  p.kind = c.n.attrs.string("kind");
+  const auto k = c.ints("kernel", 2, 1, 1 << 20);
+  const auto s = c.ints("strides", 2, 1, 1 << 20);
+  const auto pad = c.ints("padding", 4, 0, 1 << 20);
+  p.kh = k[0], p.kw = k[1], p.sh = s[0], p.sw = s[1], p.pt = pad[0], p.pl = pad[1], p.pb = pad[2], p.pr = pad[3];
+  p.dpb = p.pb, p.dpr = p.pr;
+  if (c.n.attrs.has("declared_padding")) {
+    const auto d = c.ints("declared_padding", 4, 0, 1 << 20);
+    if (d[0] != p.pt || d[1] != p.pl || d[2] > p.pb || d[3] > p.pr) c.fail("declared padding does not fit the padding");
+    p.dpb = d[2], p.dpr = d[3];
+  }
+  p.include_pad = c.n.attrs.boolean("count_include_pad", false);
+  if (x.rank() != 4 || y.rank() != 4 || y[0] != x[0] || y[3] != x[3]) c.fail("pool shapes " + x.str() + " -> " + y.str() + " do not fit");
+  if (x.elements() == 0) c.fail("empty tensors are not supported");
+  if (p.pt >= p.kh || p.pb >= p.kh || p.pl >= p.kw || p.pr >= p.kw) c.fail("padding must be smaller than the window");
+  const std::int64_t ph = x[1] + p.pt + p.pb, pw = x[2] + p.pl + p.pr;
+  if (ph < p.kh || pw < p.kw) c.fail("window larger than the padded input");
+  const std::int64_t oh = (ph - p.kh) / p.sh + 1, ow = (pw - p.kw) / p.sw + 1;
+  if (y[1] != oh || y[2] != ow) c.fail("output must be [" + std::to_string(x[0]) + "," + std::to_string(oh) + "," + std::to_string(ow) + "," + std::to_string(x[3]) + "], got " + y.str());
+  // every window starts inside the input or its declared padding (what the geometry guarantees)
+  if ((oh - 1) * p.sh >= x[1] + p.pt + p.dpb || (ow - 1) * p.sw >= x[2] + p.pl + p.dpr) c.fail("a window starts in the padding");
+  return p;
+}
+
+
+// Integer average pool: int64 window sums divided rounding half away from zero, as the
+// reference (oneDNN rounds its integer averages another way). Reads In, writes Out.
+template <class Call>
+class PoolInt final : public accel_sdk::Kernel<Call> {
+  using Exec = accel_sdk::KernelExec<Call>;
+
+ public:
+  explicit PoolInt(const Ctx& c, bool cast) {
+    c.arity(1, 1, 1);
+    const auto& x = c.in(0);
+    const auto& y = c.out(0);
+    c.activation(x, "data");
+    p_ = pool_params(c, x.spec.shape, y.spec.shape);
+    if (p_.kind != "avg") c.fail("integer pools are averages");
+    in_ = x.spec.dtype;
+    out_ = y.spec.dtype;
+    const bool quant8 = in_ == ACCEL_UINT8 || in_ == ACCEL_INT8;
+    if (cast ? !(quant8 && out_ == in_) : !(in_ == ACCEL_INT32 && out_ == ACCEL_INT32)) {
+      c.fail("integer average pool of " + x.spec.describe() + " to " + y.spec.describe() + " is not supported");
+    }
+    x_ = x.spec.shape;
+    y_ = y.spec.shape;
+    this->ins = {c.n.inputs[0]};
+    this->outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    switch (in_) {
+      case ACCEL_UINT8: go<std::uint8_t, std::uint8_t>(e); break;
+      case ACCEL_INT8: go<std::int8_t, std::int8_t>(e); break;
+      default: go<std::int32_t, std::int32_t>(e); break;
+    }
+  }
+
+ private:
+  // How many taps of the window starting at padded position s count along one axis.
+  static std::int64_t count(std::int64_t s, std::int64_t k, std::int64_t size, std::int64_t pb, std::int64_t pe, bool include) {
+    const std::int64_t lo = include ? 0 : pb, hi = include ? size + pb + pe : pb + size;
+    return std::max<std::int64_t>(0, std::min(s + k, hi) - std::max(s, lo));
+  }
+
+  template <class In, class Out>
+  void go(Exec& e) const {
+    const std::int64_t H = x_[1], W = x_[2], C = x_[3], OH = y_[1], OW = y_[2];
+    for (std::int64_t n = 0; n < x_[0]; ++n) {
+      go_image<In, Out>(static_cast<const In*>(e.ptr[this->ins[0]]) + n * H * W * C,
+                        static_cast<Out*>(e.ptr[this->outs[0]]) + n * OH * OW * C);
+    }
+  }
+
+  // One image of the batch: x [H, W, C] -> y [OH, OW, C].
+  template <class In, class Out>
+  void go_image(const In* x, Out* y) const {
+    const std::int64_t H = x_[1], W = x_[2], C = x_[3], OH = y_[1], OW = y_[2];
+    std::vector<std::int64_t> acc(static_cast<std::size_t>(C));
+    for (std::int64_t oh = 0; oh < OH; ++oh) {
+      const std::int64_t sh = oh * p_.sh;  // in padded coordinates
+      const std::int64_t h0 = std::max<std::int64_t>(0, sh - p_.pt), h1 = std::min(H, sh - p_.pt + p_.kh);
+      const std::int64_t ch = count(sh, p_.kh, H, p_.pt, p_.dpb, p_.include_pad);
+      for (std::int64_t ow = 0; ow < OW; ++ow) {
+        const std::int64_t sw = ow * p_.sw;
+        const std::int64_t w0 = std::max<std::int64_t>(0, sw - p_.pl), w1 = std::min(W, sw - p_.pl + p_.kw);
+        const std::int64_t cw = count(sw, p_.kw, W, p_.pl, p_.dpr, p_.include_pad);
+        const std::int64_t n = std::max<std::int64_t>(1, ch * cw);
+        std::fill(acc.begin(), acc.end(), 0);
+        for (std::int64_t h = h0; h < h1; ++h) {
+          for (std::int64_t w = w0; w < w1; ++w) {
+            const In* px = x + (h * W + w) * C;
+            for (std::int64_t k = 0; k < C; ++k) acc[static_cast<std::size_t>(k)] += px[k];
+          }
+        }
+        Out* py = y + (oh * OW + ow) * C;
+        for (std::int64_t k = 0; k < C; ++k) {
+          py[k] = static_cast<Out>(quant::div_round_away(acc[static_cast<std::size_t>(k)], n));
+        }
+      }
+    }
+  }
+
+  PoolParams p_{};
+  std::int32_t in_ = 0, out_ = 0;
+  Shape x_, y_;
+};
+
+
+// The requantize attributes of a node: multipliers per channel (or one), zero points, clamp.
+struct Requant {
+  std::vector<std::int32_t> m, shift, z_in;
+  std::int64_t z_out = 0, lo = 0, hi = 0;
+
+  static Requant read(const Ctx& c, std::size_t channels, std::int32_t out_dtype) {
+    Requant r;
+    const auto& m = c.n.attrs.ints("multiplier");
+    const auto& s = c.n.attrs.ints("shift");
+    const auto& z = c.n.attrs.ints("input_zero_point");
+    if (m.size() != s.size() || (m.size() != 1 && m.size() != channels) || (z.size() != 1 && z.size() != m.size())) {
+      c.fail("requantize parameters do not fit " + std::to_string(channels) + " channels");
+    }
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (!quant::canonical_multiplier(m[i], s[i])) {
+        c.fail("multiplier " + std::to_string(i) + " (" + std::to_string(m[i]) + ", shift " + std::to_string(s[i]) +
+               ") is not a fixed-point multiplier quantize_multiplier makes");
+      }
+      r.m.push_back(static_cast<std::int32_t>(m[i]));
+      r.shift.push_back(static_cast<std::int32_t>(s[i]));
+    }
+    for (std::int64_t v : z) {
+      if (v < quant::kInt32Min || v > quant::kInt32Max) c.fail("input zero point out of range");
+      r.z_in.push_back(static_cast<std::int32_t>(v));
+    }
+    std::int64_t dlo = 0, dhi = 0;
+    switch (out_dtype) {
+      case ACCEL_UINT8: dlo = 0, dhi = 255; break;
+      case ACCEL_INT8: dlo = -128, dhi = 127; break;
+      case ACCEL_INT32: dlo = quant::kInt32Min, dhi = quant::kInt32Max; break;
+      default: c.fail("requantize output must be uint8, int8 or int32");
+    }
+    r.z_out = c.integer("output_zero_point", dlo, dhi);
+    r.lo = c.integer("clamp_min", dlo, dhi);
+    r.hi = c.integer("clamp_max", dlo, dhi);
+    if (r.lo > r.hi) c.fail("clamp_min > clamp_max");
+    return r;
+  }
+
+  // y[i] for x[i] of channel k.
+  std::int64_t apply(std::int64_t x, std::size_t k) const {
+    const std::size_t j = m.size() == 1 ? 0 : k;
+    const std::int64_t zi = z_in.size() == 1 ? z_in[0] : z_in[j];
+    const std::int64_t v = static_cast<std::int64_t>(quant::mbqm(quant::sat32(x - zi), m[j], shift[j])) + z_out;
+    return v < lo ? lo : (v > hi ? hi : v);
+  }
+};
+
+template <class Call>
+class RequantizeOp final : public accel_sdk::Kernel<Call> {
+  using Exec = accel_sdk::KernelExec<Call>;
+
+ public:
+  explicit RequantizeOp(const Ctx& c) {
+    c.arity(1, 1, 1);
+    const auto& x = c.in(0).spec;
+    const auto& y = c.out(0).spec;
+    if (x.shape != y.shape || x.shape.rank() < 1) c.fail("input and output must have one shape");
+    if (x.dtype != ACCEL_UINT8 && x.dtype != ACCEL_INT8 && x.dtype != ACCEL_INT32) c.fail("requantize input must be uint8, int8 or int32");
+    const std::int64_t axis = c.integer("axis", -1, x.shape.rank() - 1);
+    channels_ = axis < 0 ? 1 : static_cast<std::size_t>(x.shape[static_cast<int>(axis)]);
+    inner_ = 1;
+    for (int d = static_cast<int>(axis) + 1; axis >= 0 && d < x.shape.rank(); ++d) inner_ *= static_cast<std::size_t>(x.shape[d]);
+    r_ = Requant::read(c, channels_, y.dtype);
+    if (axis < 0 && r_.m.size() != 1) c.fail("per-tensor requantize has one multiplier");
+    n_ = x.shape.elements();
+    in_ = x.dtype;
+    out_ = y.dtype;
+    this->ins = {c.n.inputs[0]};
+    this->outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    switch (in_) {
+      case ACCEL_UINT8: by_out<std::uint8_t>(e); break;
+      case ACCEL_INT8: by_out<std::int8_t>(e); break;
+      default: by_out<std::int32_t>(e); break;
+    }
+  }
+
+ private:
+  template <class In>
+  void by_out(Exec& e) const {
+    switch (out_) {
+      case ACCEL_UINT8: go<In, std::uint8_t>(e); break;
+      case ACCEL_INT8: go<In, std::int8_t>(e); break;
+      default: go<In, std::int32_t>(e); break;
+    }
+  }
+  template <class In, class Out>
+  void go(Exec& e) const {
+    const In* x = static_cast<const In*>(e.ptr[this->ins[0]]);
+    Out* y = static_cast<Out*>(e.ptr[this->outs[0]]);
+    for (std::size_t i = 0; i < n_; ++i) y[i] = static_cast<Out>(r_.apply(x[i], channels_ == 1 ? 0 : (i / inner_) % channels_));
+  }
+
+  Requant r_;
+  std::size_t channels_ = 1, inner_ = 1, n_ = 0;
+  std::int32_t in_ = 0, out_ = 0;
+};
+
+template <class Call>
+class QnnAdd final : public accel_sdk::Kernel<Call> {
+  using Exec = accel_sdk::KernelExec<Call>;
+
+ public:
+  explicit QnnAdd(const Ctx& c) {
+    c.arity(2, 2, 1);
+    const auto& y = c.out(0).spec;
+    if (y.dtype != ACCEL_UINT8 && y.dtype != ACCEL_INT8) c.fail("qnn.add output must be uint8 or int8");
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (c.in(i).spec.dtype != y.dtype || c.in(i).spec.shape != y.shape) c.fail("inputs and output must have one dtype and shape");
+    }
+    const auto& m = c.n.attrs.ints("multipliers", 3);
+    const auto& s = c.n.attrs.ints("shifts", 3);
+    const std::int64_t lo = y.dtype == ACCEL_UINT8 ? 0 : -128, hi = y.dtype == ACCEL_UINT8 ? 255 : 127;
+    const auto z = c.ints("zero_points", 3, lo, hi);
+    for (int i = 0; i < 3; ++i) {
+      if (!quant::canonical_multiplier(m[i], s[i])) c.fail("multiplier " + std::to_string(i) + " is not a fixed-point multiplier quantize_multiplier makes");
+      m_[i] = static_cast<std::int32_t>(m[i]);
+      s_[i] = static_cast<std::int32_t>(s[i]);
+      z_[i] = z[i];
+    }
+    left_ = static_cast<int>(c.integer("left_shift", 0, 24));
+    lo_ = c.integer("clamp_min", lo, hi);
+    hi_ = c.integer("clamp_max", lo, hi);
+    n_ = y.shape.elements();
+    signed_ = y.dtype == ACCEL_INT8;
+    if (signed_) tabulate<std::int8_t>(); else tabulate<std::uint8_t>();
+    this->ins = {c.n.inputs[0], c.n.inputs[1]};
+    this->outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    const auto* a = static_cast<const std::uint8_t*>(e.ptr[this->ins[0]]);
+    const auto* b = static_cast<const std::uint8_t*>(e.ptr[this->ins[1]]);
+    auto* y = static_cast<std::uint8_t*>(e.ptr[this->outs[0]]);
+    const std::uint8_t* t = table_.data();
+    for (std::size_t i = 0; i < n_; ++i) y[i] = t[(static_cast<std::size_t>(a[i]) << 8) | b[i]];
+  }
+
+ private:
+  // Every result depends on the two 8-bit inputs only: the definition over all 2^16 pairs,
+  // indexed by their bit patterns.
+  template <class T>
+  void tabulate() {
+    table_.resize(1u << 16);
+    for (int a = 0; a < 256; ++a) {
+      for (int b = 0; b < 256; ++b) {
+        const std::int64_t va = static_cast<T>(a), vb = static_cast<T>(b);
+        const std::int64_t xa = quant::mbqm(quant::sat32((va - z_[0]) * (std::int64_t{1} << left_)), m_[0], s_[0]);
+        const std::int64_t xb = quant::mbqm(quant::sat32((vb - z_[1]) * (std::int64_t{1} << left_)), m_[1], s_[1]);
+        const std::int64_t v = static_cast<std::int64_t>(quant::mbqm(quant::sat32(xa + xb), m_[2], s_[2])) + z_[2];
+        const T out = static_cast<T>(v < lo_ ? lo_ : (v > hi_ ? hi_ : v));
+        std::memcpy(&table_[(static_cast<std::size_t>(a) << 8) | static_cast<std::size_t>(b)], &out, 1);
+      }
+    }
+  }
+
+  std::vector<std::uint8_t> table_;
+  std::int32_t m_[3] = {}, s_[3] = {};
+  std::int64_t z_[3] = {};
+  int left_ = 0;
+  std::int64_t lo_ = 0, hi_ = 0;
+  std::size_t n_ = 0;
+  bool signed_ = false;
+};
+
+
+// A qnn.conv2d / qnn.dense node (+ int32 bias, fused relu) + requantize, read and checked:
+// NHWC data [N, H, W, C] and OHWI weights (conv), or [M, K] x [N, K] (dense); zero points;
+// the requantizer of the int32 accumulators (bias and clamp included), bit for bit accel.quant.
+struct QnnLayer {
+  bool dense = false;
+  const GraphTensor* x = nullptr;
+  const GraphTensor* w = nullptr;
+  const GraphTensor* y = nullptr;
+  std::int64_t groups = 1, outputs = 0;
+  Window win{};
+  std::int32_t data_zero_point = 0;
+  std::vector<std::int32_t> weight_zero_points;  // 1 or one per output channel
+  std::vector<std::int32_t> bias;                // empty or one per output channel
+  std::vector<quant::Multiplier> multipliers;    // 1 or one per output channel
+  std::int32_t out_zero_point = 0, lo = 0, hi = 0;
+
+  // The requantizer of the layer's int32 accumulators with `with_bias` added first (the
+  // node's bias, or one a kernel folded more constants into), bit for bit accel.quant.
+  quant::ChannelRequantizer requantizer(const std::vector<std::int32_t>& with_bias) const {
+    return quant::ChannelRequantizer(static_cast<std::size_t>(outputs), multipliers, out_zero_point, lo, hi, with_bias);
+  }
+
+  static QnnLayer read(const Ctx& c, bool dense) {
+    QnnLayer q;
+    q.dense = dense;
+    c.arity(2, 3, 1);
+    q.x = &c.in(0);
+    q.w = &c.in(1);
+    q.y = &c.out(0);
+    c.activation(*q.x, "data");
+    c.constant(*q.w, "weights");
+    auto q8 = [&](const GraphTensor& t, const char* what) {
+      if (t.spec.dtype != ACCEL_UINT8 && t.spec.dtype != ACCEL_INT8) c.fail(std::string(what) + " must be uint8 or int8, got " + t.spec.describe());
+    };
+    q8(*q.x, "data");
+    q8(*q.w, "weights");
+    q8(*q.y, "output");
+    const Shape& xs = q.x->spec.shape;
+    const Shape& ws = q.w->spec.shape;
+    const Shape& ys = q.y->spec.shape;
+    const int r = dense ? 2 : 4;
+    c.rank(*q.x, r, "data");
+    c.rank(*q.w, r, "weights");
+    c.rank(*q.y, r, "output");
+    q.outputs = ws[0];
+    if (dense) {
+      if (ws[1] != xs[1] || ys != Shape{xs[0], q.outputs} || xs.elements() == 0 || ws.elements() == 0) {
+        c.fail("shapes " + xs.str() + " x " + ws.str() + " -> " + ys.str() + " do not fit");
+      }
+    } else {
+      q.groups = c.integer("groups", 1, 1 << 20);
+      q.win = conv_window(c, ws[1], ws[2]);
+      check_conv_shapes(c, xs, ws, ys, q.groups, q.win);
+    }
+    const std::int64_t xlo = q.x->spec.dtype == ACCEL_UINT8 ? 0 : -128;
+    q.data_zero_point = static_cast<std::int32_t>(c.integer("data_zero_point", xlo, xlo + 255));
+    const std::int64_t wlo = q.w->spec.dtype == ACCEL_UINT8 ? 0 : -128;
+    const auto& wz = c.n.attrs.ints("weight_zero_point");
+    if (wz.size() != 1 && wz.size() != static_cast<std::size_t>(q.outputs)) c.fail("weight zero points must be 1 or one per output channel");
+    for (std::int64_t z : wz) {
+      if (z < wlo || z > wlo + 255) c.fail("weight zero point outside the weight dtype's range");
+      q.weight_zero_points.push_back(static_cast<std::int32_t>(z));
+    }
+    if (c.n.inputs.size() == 3) {
+      const auto& b = c.in(2);
+      c.constant(b, "bias");
+      c.dtype(b, ACCEL_INT32, "bias");
+      if (b.spec.shape != Shape{q.outputs}) c.fail("bias must be [" + std::to_string(q.outputs) + "], got " + b.spec.shape.str());
+      q.bias.resize(static_cast<std::size_t>(q.outputs));
+      std::memcpy(q.bias.data(), b.data, q.bias.size() * sizeof(std::int32_t));
+    }
+    // the requantize attributes (serializer.py): multipliers per channel or one, accumulators' zero point 0
+    const Requant rq = Requant::read(c, static_cast<std::size_t>(q.outputs), q.y->spec.dtype);
+    // the accumulators' channel axis is the output's last (NHWC, or [M, N]); -1: one multiplier
+    const std::int64_t axis = c.integer("axis", -1, ys.rank() - 1);
+    if (axis != -1 && axis != ys.rank() - 1) c.fail("axis must be -1 or the channel axis " + std::to_string(ys.rank() - 1));
+    if (axis == -1 && rq.m.size() != 1) c.fail("per-channel multipliers need the channel axis, got axis -1");
+    for (std::int32_t z : rq.z_in) {
+      if (z != 0) c.fail("the accumulators' zero point must be 0");
+    }
+    for (std::size_t i = 0; i < rq.m.size(); ++i) q.multipliers.push_back({rq.m[i], rq.shift[i]});
+    q.out_zero_point = static_cast<std::int32_t>(rq.z_out);
+    q.lo = static_cast<std::int32_t>(rq.lo);
+    q.hi = static_cast<std::int32_t>(rq.hi);
+    return q;
+  }
+
+  // multiply-accumulates of the layer (for the one-thread decision on small layers)
+  double macs() const {
+    const Shape& ws = w->spec.shape;
+    return static_cast<double>(y->spec.shape.elements()) * static_cast<double>(ws.elements() / ws[0]);
+  }
+};
+
+}  // namespace accel_acl
+
+#endif  // ACCEL_ACL_NODES_HPP
