@@ -167,6 +167,11 @@ class Backend:
         """The runtime ABI version the compiled runtime was built against."""
         return runtime_abi_version(self.runtime_module(), self.name)
 
+    def kernel_library(self) -> str:
+        """The library the compiled runtime computes with, as it names itself ("oneDNN 3.2.0",
+        "Arm Compute Library v20.08"), or "" when the runtime does not say (``KERNEL_LIBRARY``)."""
+        return str(getattr(self.runtime_module(), "KERNEL_LIBRARY", "") or "")
+
     def check_op(self, node: Node) -> str | None:
         """Whether this backend takes ``node`` alone: None, or the reason it does not."""
         checks = self.__dict__.get("_op_checks")

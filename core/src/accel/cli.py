@@ -1370,7 +1370,7 @@ def backends(
         typer.Option("--ops", help="Also list each usable backend's composites and single ops with their constraints."),
     ] = False,
 ) -> None:
-    """List the installed backend plugins: version, runtime ABI, state, and what they support.
+    """List the installed backend plugins: version, runtime ABI, the kernel library their runtime was built on, state, and what they support.
 
     Plugins are found through the `accel.backends` entry point group. Switches:
     ACCEL_DISABLE_PLUGINS=a,b skips plugins; ACCEL_LOAD_PLUGINS=a,b loads only those.
@@ -1387,13 +1387,15 @@ def backends(
         )
         return
     table = Table(title=f"backend plugins (this accel-core speaks runtime ABI {ABI_VERSION})")
-    for col in ("backend", "distribution", "version", "ABI", "state", "patterns", "ops", "layout"):
+    for col in ("backend", "distribution", "version", "ABI", "kernels", "state", "patterns", "ops", "layout"):
         table.add_column(col, justify="right" if col in ("ABI", "patterns", "ops") else "left", no_wrap=True)
     for s in found:
         layout = s.backend.layout if s.backend is not None else ""
         abi = "" if s.abi_version is None else str(s.abi_version)
         state = Text(s.state, style="" if s.ok else "red")
-        table.add_row(s.name, s.distribution, s.version, abi, state, str(s.patterns), str(s.ops), layout)
+        table.add_row(
+            s.name, s.distribution, s.version, abi, s.kernel_library, state, str(s.patterns), str(s.ops), layout
+        )
     out.print(table)
     for s in found:
         if not s.ok:

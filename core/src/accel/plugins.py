@@ -67,6 +67,7 @@ class PluginStatus:
     traceback: str | None = None
     backend: type[Backend] | None = field(default=None, repr=False)
     abi_version: int | None = None
+    kernel_library: str = ""
     patterns: int = 0
     ops: int = 0
 
@@ -246,6 +247,7 @@ def _validate(cls: Any, status: PluginStatus, taken: dict[str, PluginStatus]) ->
     status.patterns, status.ops = len(table), len(checks)
     try:
         status.abi_version = backend.abi_version()
+        status.kernel_library = backend.kernel_library()
     except Exception as exc:
         return _failed(status, UNAVAILABLE, "its runtime cannot be loaded", exc)
     if status.abi_version != ABI_VERSION:

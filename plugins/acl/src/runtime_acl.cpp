@@ -64,6 +64,15 @@ class AclCall {
     acl::NEScheduler::get().set_num_threads(static_cast<unsigned int>(std::max(1, threads)));
   }
   void finish() {}
+  // "Arm Compute Library v20.08": the version the loaded library reports in its build information
+  static std::string library() {
+    const std::string info = acl::build_information();
+    const std::string key = "arm_compute_version=";
+    const std::size_t at = info.find(key);
+    if (at == std::string::npos) return "Arm Compute Library";
+    const std::size_t from = at + key.size();
+    return "Arm Compute Library " + info.substr(from, info.find_first_of(" \n", from) - from);
+  }
 
  private:
   std::unique_lock<std::mutex> lock_;
@@ -791,7 +800,7 @@ std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
   } catch (const accel_sdk::BlobError&) {
     throw;
   } catch (const std::exception& e) {
-    c.fail(e.what());  // ACL or a shape it cannot hold: name the node
+    c.fail(std::string("Arm Compute Library: ") + e.what());  // ACL's error, naming the node
   }
   c.fail("unknown kernel");
 }
@@ -799,7 +808,6 @@ std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
 class AclRuntime final : public accel_sdk::GraphRuntime<AclRuntime, AclCall> {
  public:
   static accel_sdk::GraphBlobSpec blob_spec() { return {"acl", kKindVersion, kKindVersion}; }
-  static std::string kernel_library() { return std::string("Arm Compute Library ") + ARM_COMPUTE_VERSION_STR; }
   std::unique_ptr<Kernel> make_kernel(const Ctx& c) const { return acl_kernel(c); }
 };
 

@@ -135,4 +135,39 @@ def refusals() -> list[Refusal]:
             "clip(-1.0, 1.0): only clip(0, a) with a > 0 (bounded ReLU) is supported",
         )
     )
+    # what Arm Compute Library's functions refuse (validate() on an Arm machine), refused on every machine
+    b = GraphBuilder(x=(2, 2, 3, 4, 5), y=(2, 2, 3, 4, 5))
+    out.append(
+        Refusal(
+            "concatenate of rank-5 tensors on axis 0",
+            b.done(b.op("concatenate", b.op("nn.relu", b.x["x"]), b.op("nn.relu", b.x["y"]), axis=0)),
+            "concatenate axis=0 of rank-5 tensors, axis must be >= 1: Arm Compute Library joins along its 4 "
+            "innermost dimensions only (NEConcatenateLayer: Axis not supported)",
+        )
+    )
+    shape7 = (2, 1, 2, 1, 3, 4, 5)
+    b = GraphBuilder(x=shape7, y=shape7)
+    out.append(
+        Refusal(
+            "add of rank-7 tensors",
+            b.done(b.op("add", b.x["x"], b.x["y"])),
+            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
+    b = GraphBuilder(x=shape7)
+    out.append(
+        Refusal(
+            "relu of a rank-7 tensor",
+            b.done(b.op("nn.relu", b.x["x"])),
+            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
+    b = GraphBuilder(x=(2, 3, 4, 5, 6, 7))
+    out.append(
+        Refusal(
+            "reshape to rank 7",
+            b.done(b.op("reshape", b.x["x"], newshape=(2, 3, 4, 5, 6, 7, 1))),
+            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
     return out

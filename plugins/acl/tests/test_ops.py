@@ -11,6 +11,7 @@ from pathlib import Path
 
 import acl_cases as cases
 import pytest
+from accel_acl import AclBackend
 from acl_helpers import check
 
 CONVS = [
@@ -114,6 +115,9 @@ def _rerun(env: dict[str, str], select: str) -> None:
 
 
 @pytest.mark.skipif(os.environ.get("ONEDNN_MAX_CPU_ISA") is not None, reason="already running with a forced ISA")
+@pytest.mark.skipif(
+    not AclBackend().kernel_library().startswith("oneDNN"), reason="oneDNN's ISA levels: the x86-64 build"
+)
 def test_forced_isa():
     """This module again with ONEDNN_MAX_CPU_ISA=AVX2: the kernels a CPU without AVX-512 and VNNI runs
     (there accel-sdk's IntConv splits int8 weights into parts, or takes its exact float32 path)."""

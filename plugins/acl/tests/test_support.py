@@ -117,3 +117,14 @@ def test_per_channel_qnn_conv_offloaded():
     g = cases.qnn_conv(per_channel=True, relu=True)
     assert regions(g) == [["acl.qnn_conv2d"]]
     assert host_ops(g) == {}
+
+
+def test_the_runtime_names_its_kernel_library():
+    """Arm Compute Library on aarch64, oneDNN elsewhere: what `accel backends` shows."""
+    import platform
+
+    library = AclBackend().kernel_library()
+    if platform.machine() == "aarch64":
+        assert library.startswith("Arm Compute Library v"), library
+    else:
+        assert library.startswith("oneDNN 3."), library

@@ -546,6 +546,7 @@ std::unique_ptr<Command> make_fc(const Tensor& tx, const Tensor& ty, const Const
 
 class EthosnRuntime {
  public:
+  static std::string kernel_library() { return dnn::Call::library(); }
   static std::unique_ptr<EthosnRuntime> create(BlobReader& blob, const accel_sdk::RuntimeOptions& options) {
     auto rt = std::make_unique<EthosnRuntime>();
     rt->threads_ = options.threads;

@@ -368,6 +368,8 @@ class ParamCheck {
 
 class NcnnRuntime {
  public:
+  // what `accel backends` shows: the ncnn release this runtime is built on (CMakeLists.txt defines it)
+  static std::string kernel_library() { return std::string("ncnn ") + ACCEL_NCNN_VERSION; }
   static std::unique_ptr<NcnnRuntime> create(BlobReader& blob, const accel_sdk::RuntimeOptions& options) {
     blob.expect_magic("NCNB");
     blob.expect_version(kVersion, kVersion);

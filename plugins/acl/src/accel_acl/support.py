@@ -27,6 +27,10 @@ QUANT = ("uint8", "int8")
 #: Depthwise kernels and strides ACL's depthwise convolution layer runs.
 DEPTHWISE_KERNELS = ((3, 3), (5, 5))
 DEPTHWISE_STRIDES = ((1, 1), (2, 2))
+#: The most dimensions an Arm Compute Library tensor has (``TensorShape::num_max_dimensions``).
+MAX_RANK = 6
+#: Arm Compute Library's concatenation joins along its four innermost dimensions only.
+CONCAT_AXES = 4
 
 
 # -- patterns ---------------------------------------------------------------------------
@@ -199,6 +203,14 @@ def _quant_weights(v: Value) -> str | None:
     return None
 
 
+def _acl_rank(node: Node) -> str | None:
+    """Every tensor of at most :data:`MAX_RANK` dimensions: what an ACL tensor holds."""
+    rank = max(v.type.rank for v in (*node.inputs, *node.outputs))
+    if rank > MAX_RANK:
+        return f"rank={rank}, rank must be <= {MAX_RANK}: Arm Compute Library's tensors have at most {MAX_RANK} dimensions"
+    return None
+
+
 def _pool_reason(node: Node, dtypes: Sequence[str]) -> str | None:
     reason = _dtypes(node, dtypes) or _nhwc(node) or _batch(node.inputs[0].type.shape)
     if reason is None and "dilation" in node.attrs:
@@ -272,8 +284,8 @@ def check_l2_pool2d(match: Match) -> str | None:
 
 # single ops
 def check_reshape(node: Node) -> str | None:
-    """float32, uint8, int8 or int32."""
-    return _dtypes(node, (*FLOAT, *QUANT, "int32"))
+    """float32, uint8, int8 or int32; rank <= 6."""
+    return _dtypes(node, (*FLOAT, *QUANT, "int32")) or _acl_rank(node)
 
 
 def check_avg_pool_op(node: Node) -> str | None:
@@ -297,12 +309,12 @@ def check_max_pool(node: Node) -> str | None:
 
 
 def check_relu(node: Node) -> str | None:
-    """float32 (a quantized ReLU is the clamp of a requantize)."""
-    return _dtypes(node, FLOAT)
+    """float32 (a quantized ReLU is the clamp of a requantize); rank <= 6."""
+    return _dtypes(node, FLOAT) or _acl_rank(node)
 
 
 def check_float_binary(node: Node) -> str | None:
-    """float32, equal shapes; ``add`` and ``multiply`` also by a per-channel constant (a scale or shift)."""
+    """float32, equal shapes; ``add`` and ``multiply`` also by a per-channel constant (a scale or shift); rank <= 6."""
     a, b = (list(v.type.shape) for v in node.inputs)
     out = list(node.outputs[0].type.shape)
     if a != b:
@@ -312,7 +324,7 @@ def check_float_binary(node: Node) -> str | None:
                 f"{node.op} of shapes {a} and {b}: broadcasting is not supported, shapes must be equal "
                 "(or, for add and multiply, one a per-channel constant)"
             )
-    return _dtypes(node, FLOAT)
+    return _dtypes(node, FLOAT) or _acl_rank(node)
 
 
 def check_qnn_add(node: Node) -> str | None:
@@ -324,8 +336,17 @@ def check_qnn_add(node: Node) -> str | None:
 
 
 def check_concatenate(node: Node) -> str | None:
-    """float32, uint8 or int8; quantized inputs share their parameters."""
-    reason = _dtypes(node, (*FLOAT, *QUANT))
+    """float32, uint8 or int8; quantized inputs share their parameters; rank <= 6, along one of the last 4 axes."""
+    reason = _dtypes(node, (*FLOAT, *QUANT)) or _acl_rank(node)
+    rank = node.outputs[0].type.rank
+    if reason is None and rank > CONCAT_AXES:
+        axis = int(node.attrs["axis"])
+        axis = axis + rank if axis < 0 else axis
+        if axis < rank - CONCAT_AXES:
+            return (
+                f"concatenate axis={axis} of rank-{rank} tensors, axis must be >= {rank - CONCAT_AXES}: Arm Compute "
+                f"Library joins along its {CONCAT_AXES} innermost dimensions only (NEConcatenateLayer: Axis not supported)"
+            )
     if reason is None and node.inputs[0].type.quant is not None:
         qs = {v.type.quant for v in (*node.inputs, *node.outputs)}
         if len(qs) != 1:
@@ -338,7 +359,7 @@ def check_clip(node: Node) -> str | None:
     if not _bounded_relu(node):
         lo, hi = node.attrs["a_min"], node.attrs["a_max"]
         return f"clip({lo}, {hi}): only clip(0, a) with a > 0 (bounded ReLU) is supported"
-    return _dtypes(node, FLOAT)
+    return _dtypes(node, FLOAT) or _acl_rank(node)
 
 
 def check_requantize(node: Node) -> str | None:

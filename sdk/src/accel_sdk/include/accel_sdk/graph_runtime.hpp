@@ -70,6 +70,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -80,6 +81,13 @@ struct NoCall {
   explicit NoCall(int /*threads*/) {}
   void finish() {}
 };
+
+namespace detail {
+template <class Call, class = void>
+struct CallNamesLibrary : std::false_type {};
+template <class Call>
+struct CallNamesLibrary<Call, std::void_t<decltype(Call::library())>> : std::true_type {};
+}  // namespace detail
 
 // What a kernel sees while it runs: every tensor's address by id, its scratch, the run's Call.
 template <class Call>
@@ -224,6 +232,14 @@ class GraphRuntime {
   }
 
   int threads() const { return threads_; }
+  // The library the kernels compute with, as the backend's Call names it (onednn::Call: "oneDNN 3.2.0").
+  static std::string kernel_library() {
+    if constexpr (detail::CallNamesLibrary<Call>::value) {
+      return Call::library();
+    } else {
+      return "";
+    }
+  }
   const std::vector<TensorSpec>& input_specs() const { return in_specs_; }
   const std::vector<TensorSpec>& output_specs() const { return out_specs_; }
   std::size_t arena_bytes() const { return pool_->bytes(); }

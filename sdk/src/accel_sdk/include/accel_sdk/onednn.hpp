@@ -184,6 +184,11 @@ class ThreadScope {
 class Call {
  public:
   explicit Call(int threads) : threads_(threads) {}
+  // "oneDNN <version>", of the library loaded (what `accel backends` shows)
+  static std::string library() {
+    const dnnl_version_t* v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }
   dnnl::stream& stream() { return stream_.get(); }
   void finish() { stream_.wait(); }
 

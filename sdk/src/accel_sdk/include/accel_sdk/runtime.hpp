@@ -53,6 +53,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace accel_sdk {
@@ -278,12 +279,26 @@ const accel_runtime_api* runtime_api(const char* backend) {
 }
 
 // Fills module m: ABI_VERSION, __accel_abi__ and class Runtime.
+namespace detail {
+// R::kernel_library(), where R names the library it computes with ("oneDNN 3.2.0").
+template <class R, class = void>
+struct HasKernelLibrary : std::false_type {};
+template <class R>
+struct HasKernelLibrary<R, std::void_t<decltype(R::kernel_library())>> : std::true_type {};
+}  // namespace detail
+
 template <class R>
 void bind_runtime(pybind11::module_& m, const char* backend) {
   namespace py = pybind11;
   const accel_runtime_api* api = runtime_api<R>(backend);
   m.attr("ABI_VERSION") = py::int_(api->abi_version);
   m.attr("__accel_abi__") = py::capsule(static_cast<const void*>(api), ACCEL_RUNTIME_CAPSULE);
+  // what `accel backends` shows as the plugin's kernel library ("" when R does not say)
+  if constexpr (detail::HasKernelLibrary<R>::value) {
+    m.attr("KERNEL_LIBRARY") = py::str(std::string(R::kernel_library()));
+  } else {
+    m.attr("KERNEL_LIBRARY") = py::str("");
+  }
   py::class_<detail::PyRuntime>(m, "Runtime", py::module_local(),
                                 "A loaded blob of this backend; one instance may run from several threads at once.")
       .def(py::init([api](py::buffer blob, int threads) { return std::make_unique<detail::PyRuntime>(api, blob, threads); }),
