@@ -10,6 +10,7 @@ from __future__ import annotations
 import keyword
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -202,6 +203,151 @@ def new(
     where = str(dest) if dest.is_absolute() or str(dest).startswith(".") else f"./{dest}"
     typer.echo(f"  pip install --no-build-isolation {where}")
     typer.echo(f"  pytest {Path(where) / 'tests'}")
+
+
+# -- accel-sdk arm64 ------------------------------------------------------------------------
+
+arm64_app = typer.Typer(
+    name="arm64",
+    help=(
+        "An emulated aarch64 machine (Debian's arm64 python3.11 under qemu-user) for this checkout, and plugin "
+        "wheels cross-built for it on x86-64. Kept in <checkout>/.arm64 between runs (docs/arm64.md).\n\n"
+        "Examples:\n\n"
+        "  accel-sdk arm64 check                          # the cross compiler, qemu and arm64 packages?\n\n"
+        "  accel-sdk arm64 build plugins/acl              # wheelhouse/accel_acl-...-linux_aarch64.whl\n\n"
+        "  accel-sdk arm64 test plugins/acl               # build, install, run its tests on the machine\n\n"
+        "  accel-sdk arm64 run -p plugins/acl -- accel run model.accel -i x=x.npy -o out.npz"
+    ),
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(arm64_app, name="arm64")
+
+CheckoutOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--checkout", help="The accel checkout (default: the one holding the current folder).", show_default=False
+    ),
+]
+
+
+def _step_line(step: str, seconds: float, detail: str) -> None:
+    """One line per step, on stderr (a command's own output stays alone on stdout)."""
+    typer.echo(f"arm64 {step}: {seconds:.1f} s ({detail})", err=True)
+
+
+def _shown(path: Path, checkout: Path) -> str:
+    return str(path.relative_to(checkout)) if path.is_relative_to(checkout) else str(path)
+
+
+def _arm64_prepare(checkout: Optional[Path]) -> Any:
+    from accel_sdk import arm64
+
+    t = time.perf_counter()
+    machine = arm64.prepare(checkout)
+    made = ", ".join(machine.rebuilt) if machine.rebuilt else "cached"
+    _step_line("prepare", time.perf_counter() - t, f"{made}; {_shown(machine.cache, Path.cwd().resolve())}")
+    return machine
+
+
+def _arm64_plugins(machine: Any, plugins: list[Path]) -> None:
+    """Cross-build ``plugins`` (cached) and install them on ``machine``, a line per step."""
+    from accel_sdk import arm64
+
+    wheels = []
+    for plugin in plugins:
+        t = time.perf_counter()
+        before = {w for w in (machine.cache / "wheels").rglob("*.whl")}
+        wheel = arm64.cross_build(plugin, machine=machine)
+        how = "cached" if wheel in before else "built"
+        _step_line(
+            f"build {_shown(plugin.resolve(), machine.checkout)}", time.perf_counter() - t, f"{how}: {wheel.name}"
+        )
+        wheels.append(wheel)
+    if wheels:
+        t = time.perf_counter()
+        arm64.install(wheels, machine)
+        _step_line("install", time.perf_counter() - t, ", ".join(w.name.split("-")[0] for w in wheels))
+
+
+PluginsArgument = Annotated[
+    list[Path], typer.Argument(metavar="PLUGIN...", help="Plugin folders (e.g. plugins/acl).", show_default=False)
+]
+
+
+@arm64_app.command("check")
+def arm64_check() -> None:
+    """Say whether this machine has the cross compiler, qemu-aarch64 and Debian's arm64 packages (else what to install)."""
+    from accel_sdk import arm64
+
+    arm64.check_tools()
+    typer.echo(f"ok: {arm64.TRIPLET}-g++, qemu-aarch64, dpkg's arm64 architecture and its package lists")
+
+
+@arm64_app.command("prepare")
+def arm64_prepare(checkout: CheckoutOption = None) -> None:
+    """Make (or bring up to date) the emulated machine in <checkout>/.arm64."""
+    _arm64_prepare(checkout)
+
+
+@arm64_app.command("build")
+def arm64_build(
+    plugins: PluginsArgument,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the wheels.")] = Path("wheelhouse"),
+) -> None:
+    """Cross-build aarch64 wheels (cp311, linux_aarch64) of plugins, on this x86-64 machine."""
+    from accel_sdk import arm64
+
+    for plugin in plugins:
+        t = time.perf_counter()
+        wheel = arm64.cross_build(plugin, output)
+        _step_line(f"build {plugin}", time.perf_counter() - t, str(wheel))
+
+
+@arm64_app.command(
+    "run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+def arm64_run(
+    command: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="COMMAND...",
+            help="What to run, in the current folder: python ..., pytest ..., accel ..., accel-sdk ..., or any program "
+            "(the machine's python first on its PATH).",
+            show_default=False,
+        ),
+    ],
+    plugin: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--plugin", "-p", help="Cross-build this plugin and install it on the machine first (repeatable)."
+        ),
+    ] = None,
+    checkout: CheckoutOption = None,
+) -> None:
+    """Run a command on the emulated aarch64 machine; its exit code."""
+    from accel_sdk import arm64
+
+    machine = _arm64_prepare(checkout)
+    _arm64_plugins(machine, plugin or [])
+    raise typer.Exit(arm64.run(command, machine))
+
+
+@arm64_app.command("test")
+def arm64_test(plugins: PluginsArgument, checkout: CheckoutOption = None) -> None:
+    """Cross-build plugins, install them on the emulated machine and run each one's tests there."""
+    from accel_sdk import arm64
+
+    machine = _arm64_prepare(checkout)
+    _arm64_plugins(machine, plugins)
+    failed = 0
+    for plugin in plugins:
+        t = time.perf_counter()
+        code = arm64.run(arm64.plugin_test_command(plugin.resolve()), machine, cwd=machine.checkout)
+        where = _shown(plugin.resolve(), machine.checkout)
+        _step_line(f"tests {where}", time.perf_counter() - t, "passed" if code == 0 else f"failed, exit code {code}")
+        failed = failed or code
+    raise typer.Exit(failed)
 
 
 def main(argv: list[str] | None = None) -> Any:
