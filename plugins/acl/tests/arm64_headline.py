@@ -4,7 +4,8 @@ x86-64 workstation, then run again, unchanged, on an Arm machine (``nox -s arm64
 On the workstation, ``python arm64_headline.py FOLDER`` compiles the model for ``acl`` and for
 ``ethosn,acl`` into FOLDER and records their predictions on the held-out digits there;
 ``test_arm64_headline.py``, run on the Arm machine with ``ACCEL_ARM64_HEADLINE=FOLDER``, loads
-the same artifacts and compares.
+the same artifacts and compares. The ONNX networks ``test_networks.py`` compiles are written to
+FOLDER too, so that the Arm machine needs no ONNX Runtime (which quantizes them).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 import accel
 from accel.models import default_model_path, load_digits_test
@@ -46,6 +48,12 @@ def prepare(folder: Path) -> dict[str, dict[str, object]]:
             "accuracy": float(np.mean(preds == labels)),
         }
     (folder / RECORD).write_text(json.dumps(record), encoding="utf-8")
+    # the networks test_networks.py compiles, made here (ONNX Runtime quantizes the QDQ forms)
+    from test_networks import GENERATORS, make_model, model_file
+
+    for name in GENERATORS:
+        for quantized in (False, True):
+            onnx.save(make_model(name, quantized), folder / model_file(name, quantized))
     return record
 
 
