@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests`` (the CI gate), ``lint``, ``demo``, ``bench``, ``template``, ``wheels``, ``fuzz``.
+"""Sessions: ``nox -s tests`` (the CI gate), ``arm64``, ``lint``, ``demo``, ``bench``, ``template``, ``wheels``, ``fuzz``.
 
 Each distribution is built and installed as a user would get it (a wheel,
 never editable), then its tests run against the installed package.
@@ -226,3 +226,76 @@ def fuzz(session: nox.Session) -> None:
             str(exe), f"-max_total_time={seconds}", "-print_final_stats=1", f"-artifact_prefix={tmp}/",
             str(corpus), str(seeds / target), external=True,
         )  # fmt: skip
+
+
+#: Plugins ``nox -s arm64`` cross-builds for aarch64 and tests on the emulated machine; ACCEL_ARM64_PLUGINS
+#: (folders, separated by spaces) names others, e.g. "tests/backends/testbackend".
+ARM64_PLUGINS = ["plugins/acl"]
+#: Makes, on x86-64, what acl's tests on the Arm machine compare with: artifacts compiled here and
+#: their predictions (the folder they read from ACCEL_ARM64_HEADLINE).
+ARM64_HEADLINE = ROOT / "plugins" / "acl" / "tests" / "arm64_headline.py"
+
+
+@nox.session(python=PYTHON)
+def arm64(session: nox.Session) -> None:
+    """plugins/acl cross-built for aarch64 and tested on an emulated aarch64 machine (qemu-user, docs/arm64.md).
+
+    `nox -s arm64` cross-builds the plugin on this x86-64 machine (its kernels from Arm Compute
+    Library), installs the wheel on the emulated machine (Debian's arm64 python3.11 under
+    qemu-aarch64, this checkout's accel-core and accel-sdk) and runs the plugin's tests there.
+    `nox -s arm64 -- COMMAND ...` runs COMMAND there instead, in this folder:
+
+        nox -s arm64 -- accel run model.accel -i x=x.npy -o out.npz
+
+    ACCEL_ARM64_PLUGINS="tests/backends/testbackend" tests other plugins. The machine, the wheels
+    and the CMake build trees are kept in .arm64/ and rebuilt only when what they come from
+    changes. One line per step with its time. Needs, as root (else the session fails saying so):
+
+        dpkg --add-architecture arm64 && apt-get update && apt-get install g++-aarch64-linux-gnu qemu-user libarm-compute-dev:arm64
+    """
+    import time
+
+    t = time.perf_counter()
+    session.install("./core", "./sdk", *BUILD_TOOLS)
+    session.log(f"arm64 session: {time.perf_counter() - t:.1f} s (accel-core, accel-sdk and the build tools, x86-64)")
+    session.run("accel-sdk", "arm64", "check")  # the one line saying what to install, before anything is built
+    plugins = os.environ.get("ACCEL_ARM64_PLUGINS", "").split() or ARM64_PLUGINS
+    if session.posargs:
+        session.run("accel-sdk", "arm64", "run", *(f"--plugin={p}" for p in plugins), "--", *session.posargs)
+        return
+    env = {}
+    if ROOT / "plugins" / "acl" in [(ROOT / p).resolve() for p in plugins] and ARM64_HEADLINE.exists():
+        env["ACCEL_ARM64_HEADLINE"] = str(_arm64_headline(session))
+    session.run("accel-sdk", "arm64", "test", *plugins, env=env)
+
+
+def _arm64_headline(session: nox.Session) -> Path:
+    """ARM64_HEADLINE's folder, made with the x86-64 acl and ethosn plugins; kept in .arm64/headline and made
+    again only when the core, the sdk or those plugins change."""
+    import hashlib
+    import shutil
+    import time
+
+    sources = [ROOT / "core", ROOT / "sdk", ROOT / "plugins" / "acl", ROOT / "plugins" / "ethosn"]
+    digest = hashlib.sha256()
+    for top in sources:
+        for path in sorted(top.rglob("*")):
+            rel = path.relative_to(ROOT)
+            if path.is_file() and not any(p.startswith(".") or p in ("__pycache__", "build") for p in rel.parts):
+                digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    folder = ROOT / ".arm64" / "headline" / digest.hexdigest()[:16]
+    if folder.is_dir():
+        session.log(f"arm64 x86 headline: cached ({folder.relative_to(ROOT)})")
+        return folder
+    t = time.perf_counter()
+    x86 = [ROOT / "plugins" / "ethosn", ROOT / "plugins" / "acl"]
+    session.install(*build_requires(x86), "onnxruntime")
+    session.install("--no-build-isolation", *map(str, x86))
+    shutil.rmtree(folder.parent, ignore_errors=True)  # older sources' folders go
+    made = folder.with_name(f"{folder.name}.tmp")
+    session.run("python", str(ARM64_HEADLINE), str(made))
+    made.rename(folder)
+    session.log(
+        f"arm64 x86 headline: {time.perf_counter() - t:.1f} s (acl and ethosn built for x86-64; {folder.relative_to(ROOT)})"
+    )
+    return folder
