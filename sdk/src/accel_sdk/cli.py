@@ -309,14 +309,14 @@ def arm64_build(
 )
 def arm64_run(
     command: Annotated[
-        list[str],
+        Optional[list[str]],
         typer.Argument(
             metavar="COMMAND...",
             help="What to run, in the current folder: python ..., pytest ..., accel ..., accel-sdk ..., or any program "
             "(the machine's python first on its PATH).",
             show_default=False,
         ),
-    ],
+    ] = None,
     plugin: Annotated[
         Optional[list[Path]],
         typer.Option(
@@ -328,9 +328,10 @@ def arm64_run(
     """Run a command on the emulated aarch64 machine; its exit code."""
     from accel_sdk import arm64
 
+    arm64.command_for(command or [], Path("bin"))  # no command: one line, before anything is prepared
     machine = _arm64_prepare(checkout)
     _arm64_plugins(machine, plugin or [])
-    raise typer.Exit(arm64.run(command, machine))
+    raise typer.Exit(arm64.run(command or [], machine))
 
 
 @arm64_app.command("test")
