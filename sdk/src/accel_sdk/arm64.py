@@ -611,8 +611,8 @@ def cross_build(plugin_dir: Path | str, wheel_dir: Path | str | None = None, mac
     On x86-64, with the cross compiler and the toolchain file, scikit-build-core and CMake from this
     Python (no build isolation: the build needs this checkout's accel-core and accel-sdk, installed
     here). The wheel is kept in the checkout's .arm64/wheels and built again only when the plugin,
-    accel-sdk's CMake files or headers change; the CMake build tree stays in .arm64/build/<name>, so
-    a rebuild compiles only what changed. ``machine``: one :func:`prepare` returned (default: the
+    accel-sdk's CMake files or headers change; the CMake build tree stays in .arm64/build (one per
+    build environment), so a rebuild from the same environment compiles only what changed. ``machine``: one :func:`prepare` returned (default: the
     checkout holding the plugin, its arm64 python only).
     """
     plugin = Path(plugin_dir).resolve()
@@ -647,7 +647,8 @@ def _build_wheel(m: Machine, plugin: Path, name: str, dest: Path) -> Path:
         "cmake.python-hints": "false",
         "cmake.define.Python_EXECUTABLE": sys.executable,
         "cmake.define.Python_ROOT_DIR": str(m.python_root),
-        "build-dir": str(m.cache / "build" / name),
+        # one CMake tree per build environment: CMake keeps the folders it found (pybind11's, accel-sdk's)
+        "build-dir": str(m.cache / "build" / f"{name}-{_key(sys.prefix)[:8]}"),
     }
     _step(
         [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps", "--no-build-isolation",
