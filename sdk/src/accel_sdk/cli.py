@@ -19,6 +19,7 @@ import typer
 import accel
 import accel_sdk
 from accel.errors import AccelError, InputError
+from accel_sdk import arm64
 
 #: A backend name: what targets and ``--backends`` use, the composite prefix and the package suffix.
 NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,30}")
@@ -240,9 +241,7 @@ def _shown(path: Path, checkout: Path) -> str:
     return str(path.relative_to(checkout)) if path.is_relative_to(checkout) else str(path)
 
 
-def _arm64_prepare(checkout: Optional[Path]) -> Any:
-    from accel_sdk import arm64
-
+def _arm64_prepare(checkout: Optional[Path]) -> arm64.Machine:
     t = time.perf_counter()
     machine = arm64.prepare(checkout)
     made = ", ".join(machine.rebuilt) if machine.rebuilt else "cached"
@@ -250,14 +249,12 @@ def _arm64_prepare(checkout: Optional[Path]) -> Any:
     return machine
 
 
-def _arm64_plugins(machine: Any, plugins: list[Path]) -> None:
+def _arm64_plugins(machine: arm64.Machine, plugins: list[Path]) -> None:
     """Cross-build ``plugins`` (cached) and install them on ``machine``, a line per step."""
-    from accel_sdk import arm64
-
     wheels = []
     for plugin in plugins:
         t = time.perf_counter()
-        before = {w for w in (machine.cache / "wheels").rglob("*.whl")}
+        before = set((machine.cache / "wheels").rglob("*.whl"))
         wheel = arm64.cross_build(plugin, machine=machine)
         how = "cached" if wheel in before else "built"
         _step_line(
@@ -278,8 +275,6 @@ PluginsArgument = Annotated[
 @arm64_app.command("check")
 def arm64_check() -> None:
     """Say whether this machine has the cross compiler, qemu-aarch64 and Debian's arm64 packages (else what to install)."""
-    from accel_sdk import arm64
-
     arm64.check_tools()
     typer.echo(f"ok: {arm64.TRIPLET}-g++, qemu-aarch64, dpkg's arm64 architecture and its package lists")
 
@@ -296,12 +291,10 @@ def arm64_build(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the wheels.")] = Path("wheelhouse"),
 ) -> None:
     """Cross-build aarch64 wheels (cp311, linux_aarch64) of plugins, on this x86-64 machine."""
-    from accel_sdk import arm64
-
     for plugin in plugins:
         t = time.perf_counter()
         wheel = arm64.cross_build(plugin, output)
-        _step_line(f"build {plugin}", time.perf_counter() - t, str(wheel))
+        _step_line(f"build {plugin}", time.perf_counter() - t, _shown(wheel, Path.cwd().resolve()))
 
 
 @arm64_app.command(
@@ -326,8 +319,6 @@ def arm64_run(
     checkout: CheckoutOption = None,
 ) -> None:
     """Run a command on the emulated aarch64 machine; its exit code."""
-    from accel_sdk import arm64
-
     arm64.command_for(command or [], Path("bin"))  # no command: one line, before anything is prepared
     machine = _arm64_prepare(checkout)
     _arm64_plugins(machine, plugin or [])
@@ -337,8 +328,6 @@ def arm64_run(
 @arm64_app.command("test")
 def arm64_test(plugins: PluginsArgument, checkout: CheckoutOption = None) -> None:
     """Cross-build plugins, install them on the emulated machine and run each one's tests there."""
-    from accel_sdk import arm64
-
     machine = _arm64_prepare(checkout)
     _arm64_plugins(machine, plugins)
     failed = 0
