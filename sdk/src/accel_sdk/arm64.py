@@ -684,13 +684,15 @@ def _elf_machines(wheel: Path) -> dict[str, int]:
 
 
 def install(wheels: Sequence[Path], machine: Machine) -> None:
-    """Install cross-built plugin ``wheels`` on the machine (its plugins/ folder), replacing earlier builds.
+    """Make cross-built plugin ``wheels`` the machine's plugins (its plugins/ folder; those installed before go,
+    so what a run sees is what it asked for).
 
     Without their dependencies: accel-core, accel-sdk and numpy are on the machine already, and a
     dependency marked for x86-64 only would be read with this host's markers.
     """
     log = _fresh_log(machine, "install")
     with _locked(machine):
+        _fresh(machine.plugins)
         _step(
             [*_pip_target(machine, machine.plugins), "--no-deps", "--upgrade", *map(str, wheels)],
             "install", f"installing {', '.join(w.name for w in wheels)} on the emulated machine", log,
