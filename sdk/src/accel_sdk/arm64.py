@@ -87,7 +87,7 @@ DEBS = (
 )
 #: What the emulated machine runs besides accel-core's and accel-sdk's own dependencies. (Not ONNX
 #: Runtime: its releases from 1.28 on stop with a segmentation fault while importing under qemu-user
-#: 7.2, Debian 12's, whose aarch64 guests read the host's /proc/cpuinfo.)
+#: 7.2, Debian 12's, as they detect the CPU from the host's /proc and /sys; 1.27 runs.)
 TEST_REQUIREMENTS = ("pytest>=8",)
 #: Debian's package lists (``apt-get update``) and the arm64 C library (libc6:arm64).
 APT_LISTS = Path("/var/lib/apt/lists")
