@@ -161,16 +161,47 @@ def test_the_search_finds_the_known_optimum_boundaries_included(tmp_path):
 
 def test_the_cache_makes_a_second_tune_measure_nothing(tmp_path):
     first = compile_tuned("a,b", tmp_path).report.tuning
-    assert first["cache"]["misses"] == len(first["candidates"]) and first["cache"]["hits"] == 0
+    fresh = len(first["candidates"]) + first["segment_measured"]
+    assert first["cache"]["misses"] == fresh
+    assert first["cache"]["misses"] + first["cache"]["hits"] == len(first["candidates"]) + first["segment_spans"]
     doc = json.loads((tmp_path / "tune.json").read_text())
-    assert doc["format"] == "accel-tune-cache" and len(doc["entries"]) == len(first["candidates"])
+    assert doc["format"] == "accel-tune-cache" and len(doc["entries"]) == fresh
     second = compile_tuned("a,b", tmp_path).report.tuning
     assert second["cache"]["misses"] == 0
     assert all(c["cached"] for c in second["candidates"])
     assert second["chosen"] == first["chosen"]
     # another thread count is another measurement
     third = compile_tuned("a,b", tmp_path, threads=2).report.tuning
-    assert third["cache"]["hits"] == 0
+    assert not any(c["cached"] for c in third["candidates"]) and third["segment_measured"] > 0
+
+
+def test_the_segment_search_measures_segments_alone_and_shares_alike_ones(tmp_path):
+    """The shortest path over measured segments: every span's choices timed alone with their
+    boundaries, the path's segments recorded with a reason; the plain placement's three relu runs
+    on ``a`` are one structure, measured once."""
+    record = compile_tuned("a,b", tmp_path).report.tuning
+    segments = record["segments"]
+    assert [s["size"] for s in segments] and sum(s["size"] for s in segments) == 5
+    assert all(s["winner"] in s["times"] and s["why"] for s in segments)
+    # the estimate is the sum of the path's segments, each the fastest measured for its span
+    assert record["segment_estimate"] == pytest.approx(sum(s["times"][s["winner"]] for s in segments))
+    assert all(s["times"][s["winner"]] == min(s["times"].values()) for s in segments)
+    # r1, r2, r3 alone on a: one measurement, two cache hits
+    assert record["segment_measured"] < record["segment_spans"]
+    assert record["cache"]["hits"] >= 2
+
+
+def test_segments_are_subgraphs_with_their_boundaries():
+    from accel.tune import segment_graph, structural_hash
+
+    g = chain()
+    sub = segment_graph(g, 1, 4)  # a1 r2 a2: reads r1's output, gives a2's
+    assert [n.name for n in sub.nodes] == ["a1", "r2", "a2"]
+    assert [v.name for v in sub.inputs] == [g.nodes[0].outputs[0].name]
+    assert [v.name for v in sub.outputs] == [g.nodes[3].outputs[0].name]
+    # relu alone at 0, 2 and 4: one structure; abs another
+    assert structural_hash(segment_graph(g, 0, 1)) == structural_hash(segment_graph(g, 2, 3))
+    assert structural_hash(segment_graph(g, 0, 1)) != structural_hash(segment_graph(g, 1, 2))
 
 
 def test_the_budget_bounds_the_search(tmp_path):
@@ -201,6 +232,7 @@ def test_the_record_is_in_the_artifact_and_every_report_form(tmp_path):
     print_report(again.report, console)
     text = console.export_text()
     assert "Tuning: candidate placements" in text and "b only" in text
+    assert "Tuning: segments" in text and "The segment search measured" in text
 
 
 def test_an_artifact_tuned_elsewhere_runs_and_says_so(tmp_path):

@@ -206,8 +206,9 @@ def _ms(seconds: Any) -> str:
     )
 
 
-def _tuning_tables(record: dict[str, Any]) -> tuple[str, list[list[str]], list[list[str]]]:
-    """``accel compile --tune``'s record (:mod:`accel.tune`) as a headline, candidate rows and region rows."""
+def _tuning_tables(record: dict[str, Any]) -> tuple[str, list[list[str]], list[list[str]], list[list[str]]]:
+    """``accel compile --tune``'s record (:mod:`accel.tune`) as a headline, candidate rows, region rows
+    and the segment search's path."""
     machine = record.get("machine") or {}
     cache = record.get("cache") or {}
     head = (
@@ -239,16 +240,31 @@ def _tuning_tables(record: dict[str, Any]) -> tuple[str, list[list[str]], list[l
         ]
         for r in record.get("regions", [])
     ]
-    return head, candidates, regions
+    segments = [
+        [
+            f"{r['nodes'][0]}..{r['nodes'][-1]} ({r.get('size', '?')} nodes)",
+            ", ".join(f"{b} {_ms(t)}" for b, t in (r.get("times") or {}).items()),
+            str(r.get("winner")),
+            str(r.get("why", "")),
+        ]
+        for r in record.get("segments") or []
+    ]
+    if segments and record.get("segment_estimate") is not None:
+        head += (
+            f" The segment search measured {record.get('segment_spans', 0)} segment(s) alone "
+            f"({record.get('segment_measured', 0)} new); its path sums to {_ms(record['segment_estimate'])}."
+        )
+    return head, candidates, regions, segments
 
 
 _CANDIDATE_HEAD = ("candidate", "placement (nodes)", "time", "median", "source", "chosen")
 _REGION_HEAD = ("region (of the plain placement)", "end-to-end time with it on", "runs on", "why")
+_SEGMENT_HEAD = ("segment (the search's path)", "time alone on", "runs on", "why")
 
 
 def print_tuning(record: dict[str, Any], console: Console) -> None:
     """The tuning record as a headline and two tables: every candidate, and every region searched."""
-    head, candidates, regions = _tuning_tables(record)
+    head, candidates, regions, segments = _tuning_tables(record)
     console.print(Text(head))
     table = Table(title="Tuning: candidate placements", title_justify="left")
     for col in _CANDIDATE_HEAD:
@@ -256,13 +272,14 @@ def print_tuning(record: dict[str, Any], console: Console) -> None:
     for row in candidates:
         table.add_row(*(Text(c) for c in row))
     console.print(table)
-    if regions:
-        table = Table(title="Tuning: regions", title_justify="left")
-        for col in _REGION_HEAD:
-            table.add_column(col)
-        for row in regions:
-            table.add_row(*(Text(c) for c in row))
-        console.print(table)
+    for title, head_row, rows in (("segments", _SEGMENT_HEAD, segments), ("regions", _REGION_HEAD, regions)):
+        if rows:
+            table = Table(title=f"Tuning: {title}", title_justify="left")
+            for col in head_row:
+                table.add_column(col)
+            for row in rows:
+                table.add_row(*(Text(c) for c in row))
+            console.print(table)
 
 
 # --------------------------------------------------------------------------- terminal
@@ -1165,10 +1182,12 @@ def report_to_html(report: Report, title: str) -> str:
         body.append('<p class="note">No ops left on the host.</p>')
 
     if report.tuning is not None:
-        headline, candidates, regions = _tuning_tables(report.tuning)
+        headline, candidates, regions, segments = _tuning_tables(report.tuning)
         body.append("<h2>Tuning</h2>")
         body.append(f'<p class="note">{_e(headline)}</p>')
         body.append(_table(_CANDIDATE_HEAD, ([_e(c) for c in row] for row in candidates), {2: "num", 3: "num"}))
+        if segments:
+            body.append(_table(_SEGMENT_HEAD, ([_e(c) for c in row] for row in segments)))
         if regions:
             body.append(_table(_REGION_HEAD, ([_e(c) for c in row] for row in regions)))
 

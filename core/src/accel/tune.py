@@ -10,7 +10,13 @@ percentile above the median. Candidates, in this order:
 
 1. the plain priority placement (always measured, whatever the budget);
 2. every single-backend placement (each backend alone, the host for the rest);
-3. a search from the fastest of those: region by region (the largest work
+3. the segment search (:meth:`_Tuner.segment_search`): the node order cut
+   where those placements' runs meet, each segment compiled and measured as a
+   graph of its own on each choice that runs it (its boundaries included,
+   keyed by :func:`structural_hash`, so alike blocks are measured once), and
+   the least-time tiling found by dynamic programming over the topological
+   order, then measured whole;
+4. a search from the fastest of those: region by region (the largest work
    first), each region is offered to every other backend and to the host; a
    move is kept when the whole model gets faster.
 
@@ -42,7 +48,7 @@ import numpy as np
 from accel.artifact import Artifact
 from accel.backend import Backend
 from accel.errors import AccelError
-from accel.ir import Graph
+from accel.ir import Graph, Node, Value
 from accel.partition import partition_report
 from accel.report import HOST, Report
 from accel.runtime import Executable, resolve_threads
@@ -129,6 +135,59 @@ def graph_hash(graph: Graph) -> str:
         h.update(f"{key}:{a.dtype.str}:{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def structural_hash(graph: Graph) -> str:
+    """A digest of what a graph's speed depends on: its ops, attributes, wiring, and the shapes,
+    dtypes and quantization of its tensors, but not its constants' values. Two blocks of a model
+    alike in these (the repeated blocks of a ResNet stage) share their measurements."""
+    ids: dict[int, str] = {id(v): f"i{k}" for k, v in enumerate(graph.inputs)}
+    h = hashlib.sha256()
+    h.update(json.dumps([str(v.type) for v in graph.inputs]).encode())
+    for k, node in enumerate(graph.nodes):
+        ins = []
+        for v in node.inputs:
+            if v.const is not None:
+                ins.append(f"c:{v.type}")
+            else:
+                ins.append(ids.get(id(v), "?"))
+        attrs = json.dumps({a: repr(node.attrs[a]) for a in sorted(node.attrs)})
+        h.update(f"{node.op}|{attrs}|{ins}|{[str(v.type) for v in node.outputs]}\n".encode())
+        for j, v in enumerate(node.outputs):
+            ids[id(v)] = f"n{k}.{j}"
+    h.update(json.dumps([ids.get(id(v), "?") for v in graph.outputs]).encode())
+    return h.hexdigest()
+
+
+def segment_graph(graph: Graph, start: int, end: int) -> Graph | None:
+    """Nodes ``start:end`` of the graph (a topological order) as a graph of their own: its inputs
+    are the values they read from before ``start`` (constants stay constants), its outputs the
+    values they make that later nodes or the graph's outputs read. None when it reads no input."""
+    nodes = graph.nodes[start:end]
+    inside = set(nodes)
+    made = {v for n in nodes for v in n.outputs}
+    mapping: dict[Value, Value] = {}
+    inputs: list[Value] = []
+    for n in nodes:
+        for v in n.inputs:
+            if v.const is None and v not in made and v not in mapping:
+                mapping[v] = Value(v.name, v.type)
+                inputs.append(mapping[v])
+    if not inputs:
+        return None
+    wanted = set(graph.outputs)
+    copies: list[Node] = []
+    for n in nodes:
+        c = n.copy_reading([mapping.get(v, v) for v in n.inputs])
+        mapping.update(zip(n.outputs, c.outputs))
+        copies.append(c)
+    outputs = [
+        mapping[v]
+        for n in nodes
+        for v in n.outputs
+        if v in wanted or any(u not in inside for u in graph.users(v))
+    ]
+    return Graph(inputs, outputs, copies, name=f"{graph.name}_segment")
 
 
 # --------------------------------------------------------------------------- the cache
@@ -284,6 +343,9 @@ class _Tuner:
         self.order: list[Candidate] = []
         self.budget_reached = False
         self.step = 0
+        #: (start, end, choice) -> seconds of nodes start:end alone on choice (segment_cost)
+        self.segment_times: dict[tuple[int, int, str], float] = {}
+        self.segments_measured = 0
 
     def _tick(self, total: int) -> None:
         self.step += 1
@@ -305,9 +367,7 @@ class _Tuner:
             "graph": self.ghash,
             "placement": hashlib.sha256("\0".join(placement).encode()).hexdigest(),
             "backends": {n: f"{by_name[n].distribution} {by_name[n].version}" for n in used},
-            "options": {n: by_name[n].options.model_dump(mode="json") for n in used}
-            if all(hasattr(by_name[n], "options") and hasattr(by_name[n].options, "model_dump") for n in used)
-            else {},
+            "options": {n: _options_of(by_name[n]) for n in used},
             "machine": self.machine["id"],
             "threads": self.threads,
             "runs": [self.options.warmup, self.options.runs, self.options.percentile],
@@ -343,6 +403,120 @@ class _Tuner:
         self.order.append(cand)
         return cand
 
+    # -- the segment search ------------------------------------------------------------
+    def segment_cost(self, start: int, end: int, choice: str) -> float:
+        """Seconds nodes ``start:end`` take as a graph of their own on ``choice`` (a backend, where it
+        takes them, or the host), boundary conversions included; measured once per structure."""
+        span = (start, end, choice)
+        if span in self.segment_times:
+            return self.segment_times[span]
+        cost = float("inf")
+        sub = segment_graph(self.graph, start, end)
+        if sub is not None:
+            by_name = {b.name: b for b in self.instances}
+            parts = {
+                "segment": structural_hash(sub),
+                "on": choice,
+                "backend": "" if choice == HOST else f"{by_name[choice].distribution} {by_name[choice].version}",
+                "options": {} if choice == HOST else _options_of(by_name[choice]),
+                "machine": self.machine["id"],
+                "threads": self.threads,
+                "runs": [self.options.warmup, self.options.runs, self.options.percentile],
+            }
+            key = MeasurementCache.key(parts)
+            entry = self.cache.get(key)
+            if entry is not None:
+                cost = float(entry["time"])
+            else:
+                every = frozenset(n.name for n in sub.nodes)
+                forbid = {b: every for b in self.names if b != choice}
+                try:
+                    from accel.compiler import build_artifact
+
+                    exe = build_artifact(sub, self.tgt, self.instances, forbid=forbid).executable(self.threads)
+                    ((cost, median),) = measure([exe], example_inputs(sub), self.options)
+                    self.segments_measured += 1
+                except AccelError:
+                    cost = float("inf")  # not a choice for this span (not cached: a fix may come)
+                else:
+                    self.cache.put(key, {"time": cost, "median": median, "key": parts})
+        self.segment_times[span] = cost
+        return cost
+
+    def segment_search(self, bases: list[Candidate], total: int) -> tuple[Forbid, list[dict[str, Any]], float] | None:
+        """The fastest tiling of the node order by segments, each on one choice: a shortest path
+        over the cut points of the base placements' runs (dynamic programming over the topological
+        order), the cost of a segment measured as a graph of its own with its boundaries. Segments:
+        every run of every base placement (the plain one first, so a tiling always exists), and each
+        backend's runs in its single-backend placement cut where the plain placement's runs meet.
+        Returns the placement as ``forbid``, the path's segments with the times of every choice
+        measured for them, and the summed estimate; None when the budget ran out before a tiling."""
+        n = len(self.node_names)
+        plain = bases[0]
+        cuts = sorted({0, n, *(start for start, _, _ in _runs(plain.placement))})
+        spans: list[tuple[int, int, str]] = []
+        for cand in bases:
+            if cand.error is None:
+                spans += _runs(cand.placement)
+        for cand in bases[1:]:
+            if cand.error is not None:
+                continue
+            for start, end, owner in _runs(cand.placement):
+                if owner == HOST:
+                    continue
+                inner = [c for c in cuts if start < c < end]
+                edges = [start, *inner, end]
+                spans += [(a, b, owner) for a, b in zip(edges, edges[1:])]
+        ordered = list(dict.fromkeys(spans))  # the plain placement's runs first
+        for k, (start, end, choice) in enumerate(ordered):
+            if k >= len(_runs(plain.placement)) and not self.in_budget():
+                break
+            self._tick(total)
+            self.segment_cost(start, end, choice)
+        by_start: dict[int, list[tuple[int, int, str]]] = {}
+        for span in ordered:
+            if span in self.segment_times and self.segment_times[span] != float("inf"):
+                by_start.setdefault(span[0], []).append(span)
+        best: dict[int, tuple[float, tuple[int, int, str] | None]] = {0: (0.0, None)}
+        for point in sorted({0, *(e for _, e, _ in ordered)}):
+            if point not in best:
+                continue
+            for span in by_start.get(point, []):
+                t = best[point][0] + self.segment_times[span]
+                if span[1] not in best or t < best[span[1]][0]:
+                    best[span[1]] = (t, span)
+        if n not in best:
+            return None
+        path: list[tuple[int, int, str]] = []
+        at = n
+        while at > 0:
+            span = best[at][1]
+            assert span is not None
+            path.append(span)
+            at = span[0]
+        path.reverse()
+        allowed: dict[str, set[str]] = {b: set() for b in self.names}
+        records = []
+        for start, end, choice in path:
+            names = self.node_names[start:end]
+            if choice != HOST:
+                allowed[choice].update(names)
+            times = {
+                c: t for (s0, e0, c), t in self.segment_times.items() if (s0, e0) == (start, end) and t != float("inf")
+            }
+            records.append(
+                {
+                    "nodes": [names[0], names[-1]],
+                    "size": len(names),
+                    "times": times,
+                    "winner": choice,
+                    "why": _why_segment(choice, times),
+                }
+            )
+        every = set(self.node_names)
+        forbid = _frozen({b: every - allowed[b] for b in self.names})
+        return forbid, records, best[n][0]
+
     def in_budget(self) -> bool:
         if time.perf_counter() < self.deadline:
             return True
@@ -366,6 +540,16 @@ class _Tuner:
                     break
                 singles.append(self.evaluate(f"{b} only", self.forbid_all_but(b, every), total))
         best = min([plain, *singles], key=lambda c: c.time)
+        # the segment search: a placement assembled from measured segments, then measured whole
+        segment_records: list[dict[str, Any]] = []
+        estimate = None
+        if self.in_budget():
+            found = self.segment_search([plain, *singles], total)
+            if found is not None:
+                forbid, segment_records, estimate = found
+                cand = self.evaluate("segment search", forbid, total)
+                if cand.error is None and cand.time < best.time * (1 - self.options.min_gain):
+                    best = cand
         region_records = []
         # the search: each region of the plain placement, then any the best base candidate adds
         seen_regions: set[tuple[str, ...]] = set()
@@ -463,12 +647,44 @@ class _Tuner:
                 for c in self.order
             ],
             "regions": region_records,
+            "segments": segment_records,
+            "segment_estimate": estimate,
+            "segment_spans": len(self.segment_times),
+            "segment_measured": self.segments_measured,
             "confirm": confirm,
             "chosen": chosen.label,
             "kept_plain": chosen is plain,
             "note": note,
         }
         return artifact, record
+
+
+def _options_of(backend: Backend) -> Any:
+    """A backend instance's target options as JSON (part of a measurement's key)."""
+    options = getattr(backend, "options", None)
+    return options.model_dump(mode="json") if hasattr(options, "model_dump") else {}
+
+
+def _runs(placement: tuple[str, ...]) -> list[tuple[int, int, str]]:
+    """The maximal runs ``(start, end, owner)`` of one owner in a placement (node order)."""
+    out = []
+    start = 0
+    for k in range(1, len(placement) + 1):
+        if k == len(placement) or placement[k] != placement[start]:
+            out.append((start, k, placement[start]))
+            start = k
+    return out
+
+
+def _why_segment(winner: str, times: Mapping[str, float]) -> str:
+    """Why the search put a segment on ``winner``, from each choice's time for it alone."""
+    others = sorted((t, b) for b, t in times.items() if b != winner)
+    if not others:
+        return f"only {winner} was measured for it"
+    t_best, b_best = others[0]
+    if times.get(winner, float("inf")) <= t_best:
+        return f"{winner} fastest alone: {_ms(times[winner])}, {b_best} next at {_ms(t_best)}"
+    return f"{winner}: with its neighbours the path is fastest ({b_best} alone {_ms(t_best)})"
 
 
 def _frozen(forbid: Mapping[str, Collection[str]]) -> Forbid:
@@ -541,6 +757,8 @@ __all__ = [
     "graph_hash",
     "machine_kind",
     "measure",
+    "segment_graph",
+    "structural_hash",
     "tune",
     "tuned_elsewhere",
 ]
