@@ -34,6 +34,7 @@ says so (:func:`tuned_elsewhere`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -182,10 +183,7 @@ def segment_graph(graph: Graph, start: int, end: int) -> Graph | None:
         mapping.update(zip(n.outputs, c.outputs))
         copies.append(c)
     outputs = [
-        mapping[v]
-        for n in nodes
-        for v in n.outputs
-        if v in wanted or any(u not in inside for u in graph.users(v))
+        mapping[v] for n in nodes for v in n.outputs if v in wanted or any(u not in inside for u in graph.users(v))
     ]
     return Graph(inputs, outputs, copies, name=f"{graph.name}_segment")
 
@@ -466,7 +464,7 @@ class _Tuner:
                     continue
                 inner = [c for c in cuts if start < c < end]
                 edges = [start, *inner, end]
-                spans += [(a, b, owner) for a, b in zip(edges, edges[1:])]
+                spans += [(a, b, owner) for a, b in itertools.pairwise(edges)]
         ordered = list(dict.fromkeys(spans))  # the plain placement's runs first
         for k, (start, end, choice) in enumerate(ordered):
             if k >= len(_runs(plain.placement)) and not self.in_budget():
@@ -490,10 +488,10 @@ class _Tuner:
         path: list[tuple[int, int, str]] = []
         at = n
         while at > 0:
-            span = best[at][1]
-            assert span is not None
-            path.append(span)
-            at = span[0]
+            step = best[at][1]
+            assert step is not None
+            path.append(step)
+            at = step[0]
         path.reverse()
         allowed: dict[str, set[str]] = {b: set() for b in self.names}
         records = []
@@ -546,8 +544,8 @@ class _Tuner:
         if self.in_budget():
             found = self.segment_search([plain, *singles], total)
             if found is not None:
-                forbid, segment_records, estimate = found
-                cand = self.evaluate("segment search", forbid, total)
+                searched, segment_records, estimate = found
+                cand = self.evaluate("segment search", searched, total)
                 if cand.error is None and cand.time < best.time * (1 - self.options.min_gain):
                     best = cand
         region_records = []
@@ -662,7 +660,8 @@ class _Tuner:
 def _options_of(backend: Backend) -> Any:
     """A backend instance's target options as JSON (part of a measurement's key)."""
     options = getattr(backend, "options", None)
-    return options.model_dump(mode="json") if hasattr(options, "model_dump") else {}
+    dump = getattr(options, "model_dump", None)
+    return dump(mode="json") if dump is not None else {}
 
 
 def _runs(placement: tuple[str, ...]) -> list[tuple[int, int, str]]:

@@ -30,7 +30,9 @@ def predictions(path: Path) -> np.ndarray:
     """The digit the artifact predicts for each held-out image."""
     runner = accel.load(path)
     images, _ = load_digits_test()
-    return np.array([int(np.argmax(runner.run({"image": images[i : i + 1]})["probabilities"])) for i in range(len(images))])
+    return np.array(
+        [int(np.argmax(runner.run({"image": images[i : i + 1]})["probabilities"])) for i in range(len(images))]
+    )
 
 
 def prepare(folder: Path) -> dict[str, dict[str, object]]:

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.skipif(platform.machine() != "aarch64", reason="runs on
 @pytest.fixture(scope="module")
 def folder() -> Path:
     given = os.environ.get("ACCEL_ARM64_HEADLINE")
-    assert given, "ACCEL_ARM64_HEADLINE names no folder: on x86, python arm64_headline.py FOLDER first (nox -s arm64 does)"
+    assert given, (
+        "ACCEL_ARM64_HEADLINE names no folder: on x86, python arm64_headline.py FOLDER first (nox -s arm64 does)"
+    )
     return Path(given)
 
 

@@ -207,7 +207,9 @@ def _acl_rank(node: Node) -> str | None:
     """Every tensor of at most :data:`MAX_RANK` dimensions: what an ACL tensor holds."""
     rank = max(v.type.rank for v in (*node.inputs, *node.outputs))
     if rank > MAX_RANK:
-        return f"rank={rank}, rank must be <= {MAX_RANK}: Arm Compute Library's tensors have at most {MAX_RANK} dimensions"
+        return (
+            f"rank={rank}, rank must be <= {MAX_RANK}: Arm Compute Library's tensors have at most {MAX_RANK} dimensions"
+        )
     return None
 
 
