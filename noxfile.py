@@ -109,7 +109,8 @@ def bench(session: nox.Session) -> None:
     """Benchmarks side by side with ONNX Runtime (ratios from one run).
 
     The core's, each plugin's own, then every installed backend in one table
-    (core/benchmarks/bench_backends.py). ``nox -s bench -- --update-docs`` also writes that
+    (core/benchmarks/bench_backends.py), then `accel compile --tune` against the plain and
+    single-backend placements (core/benchmarks/bench_tune.py). ``nox -s bench -- --update-docs`` also writes that
     table, for the kind of machine it ran on, into docs/benchmarks.md; other arguments
     (``--repeat N``) go to every script.
     """
@@ -122,6 +123,7 @@ def bench(session: nox.Session) -> None:
     for script in sorted(ROOT.glob("plugins/*/benchmarks/bench_*.py")):
         session.run("python", str(script.relative_to(ROOT)), *args)
     session.run("python", "core/benchmarks/bench_backends.py", *args, *update)
+    session.run("python", "core/benchmarks/bench_tune.py", *args)
 
 
 @nox.session(python=PYTHON)
