@@ -20,7 +20,7 @@ percentile above the median. Candidates, in this order:
    first), each region is offered to every other backend and to the host; a
    move is kept when the whole model gets faster.
 
-The choice is then measured again with the plain placement and the fastest
+The choice is then measured again with the plain placement and every
 single-backend one, in one interleaved run; the fastest there replaces the
 plain placement only when it is at least ``min_gain`` faster, and otherwise
 the plain one is kept and the record says so. Each measurement is a pure function of (graph hash, placement,
@@ -589,15 +589,15 @@ class _Tuner:
                     "why": _why(winner, times, start.time, self.options.min_gain),
                 }
             )
-        # the final check: the choice, the plain placement and the fastest single-backend one, measured together
+        # the final check: the choice, the plain placement and every single-backend one, measured together
         chosen, note = plain, ""
         confirm: dict[str, float] = {}
         if best is not plain:
             self._tick(total)
+            # every single-backend placement too: two of them within noise of each other in the
+            # search are told apart here, in one interleaved run
             finalists = [plain, best]
-            fastest_single = min((c for c in singles if c.error is None), key=lambda c: c.time, default=None)
-            if fastest_single is not None and fastest_single not in finalists:
-                finalists.append(fastest_single)
+            finalists += [c for c in singles if c.error is None and c not in finalists]
             built = [self.build(c.forbid) for c in finalists]
             final_times = measure([a.executable(self.threads) for a in built], self.inputs, self.options)
             confirm = {c.label: t for c, (t, _) in zip(finalists, final_times)}

@@ -50,14 +50,14 @@ struct Window {
 };
 
 // strides, dilation, padding of a conv node, and the output shape they give for in_shape.
-Window conv_window(const Ctx& c, std::int64_t kh, std::int64_t kw) {
+inline Window conv_window(const Ctx& c, std::int64_t kh, std::int64_t kw) {
   const auto s = c.ints("strides", 2, 1, 1 << 16);
   const auto d = c.ints("dilation", 2, 1, 1 << 16);
   const auto p = c.ints("padding", 4, 0, 1 << 16);
   return {kh, kw, s[0], s[1], d[0], d[1], p[0], p[1], p[2], p[3]};
 }
 
-void check_conv_shapes(const Ctx& c, const Shape& x, const Shape& w, const Shape& y, std::int64_t groups, const Window& win) {
+inline void check_conv_shapes(const Ctx& c, const Shape& x, const Shape& w, const Shape& y, std::int64_t groups, const Window& win) {
   const std::int64_t C = x[3], O = w[0];
   if (groups < 1 || C % groups != 0 || O % groups != 0 || w[3] != C / groups) {
     c.fail("weights " + w.str() + " do not fit data " + x.str() + " with groups=" + std::to_string(groups));
@@ -77,7 +77,7 @@ struct PoolParams {
   bool include_pad;
 };
 
-PoolParams pool_params(const Ctx& c, const Shape& x, const Shape& y) {
+inline PoolParams pool_params(const Ctx& c, const Shape& x, const Shape& y) {
   PoolParams p;
   p.kind = c.n.attrs.string("kind");
   const auto k = c.ints("kernel", 2, 1, 1 << 20);
@@ -357,6 +357,90 @@ class QnnAdd final : public accel_sdk::Kernel<Call> {
   bool signed_ = false;
 };
 
+
+// -- checks both kernel paths make ------------------------------------------------------
+
+// The data, constant weights and output of a float32 layer (inputs 0 and 1, output 0), of rank r.
+struct FloatOperands {
+  const GraphTensor &x, &w, &y;
+};
+inline FloatOperands float_operands(const Ctx& c, int r) {
+  c.arity(2, 3, 1);
+  const FloatOperands o{c.in(0), c.in(1), c.out(0)};
+  c.activation(o.x, "data");
+  c.constant(o.w, "weights");
+  for (const auto* t : {&o.x, &o.w, &o.y}) {
+    c.dtype(*t, ACCEL_FLOAT32, "data, weights and output");
+    c.rank(*t, r, "data, weights and output");
+  }
+  return o;
+}
+
+// The constant float32 bias [outputs] (input 2) of a float32 layer, or none.
+inline const float* float_bias(const Ctx& c, std::int64_t outputs) {
+  if (c.n.inputs.size() != 3) return nullptr;
+  const auto& b = c.in(2);
+  c.constant(b, "bias");
+  c.dtype(b, ACCEL_FLOAT32, "bias");
+  if (b.spec.shape != Shape{outputs}) c.fail("bias must be [" + std::to_string(outputs) + "], got " + b.spec.shape.str());
+  return reinterpret_cast<const float*>(b.data);
+}
+
+// A dense layer's [M, K] x [N, K] -> [M, N] shapes.
+inline void check_dense_shapes(const Ctx& c, const Shape& x, const Shape& w, const Shape& y) {
+  if (w[1] != x[1] || y != Shape{x[0], w[0]} || x[0] * x[1] * w[0] == 0) {
+    c.fail("shapes " + x.str() + " x " + w.str() + " -> " + y.str() + " do not fit");
+  }
+}
+
+// add / multiply / maximum of float32: input 0 of the output's shape; input 1 of it too, or (where
+// `channel` allows) a constant varying along the last axis only. True when input 1 is that constant.
+inline bool float_binary(const Ctx& c, bool channel) {
+  c.arity(2, 2, 1);
+  for (std::size_t i = 0; i < 2; ++i) c.dtype(c.in(i), ACCEL_FLOAT32, "inputs");
+  c.dtype(c.out(0), ACCEL_FLOAT32, "output");
+  const Shape& s = c.out(0).spec.shape;
+  const Shape& b = c.in(1).spec.shape;
+  if (c.in(0).spec.shape != s) c.fail("input 0 and the output must have one shape");
+  if (s.rank() < 1 || s.elements() == 0) c.fail("empty or scalar tensors are not supported");
+  if (b == s) return false;
+  const std::int64_t C = s[s.rank() - 1];
+  const bool ok = channel && c.in(1).constant() && b.rank() >= 1 && b.rank() <= s.rank() && b[b.rank() - 1] == C &&
+                  static_cast<std::int64_t>(b.elements()) == C;
+  if (!ok) c.fail("input 1 " + b.str() + " must have the output's shape " + s.str() + " or be a per-channel constant");
+  return true;
+}
+
+// A concatenation's axis, its inputs checked against its output (one dtype and rank, equal off the axis).
+inline std::int64_t concatenate_axis(const Ctx& c) {
+  c.arity(1, 1u << 16, 1);
+  const auto& y = c.out(0).spec;
+  if (y.shape.rank() < 1) c.fail("cannot concatenate scalars");
+  const std::int64_t axis = c.integer("axis", 0, std::max(0, y.shape.rank() - 1));
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < c.n.inputs.size(); ++i) {
+    const auto& x = c.in(i).spec;
+    if (x.dtype != y.dtype || x.shape.rank() != y.shape.rank()) c.fail("input " + std::to_string(i) + " does not fit the output");
+    for (int d = 0; d < y.shape.rank(); ++d) {
+      if (d != axis && x.shape[d] != y.shape[d]) c.fail("input " + std::to_string(i) + " " + x.shape.str() + " does not fit " + y.shape.str());
+    }
+    total += x.shape[static_cast<int>(axis)];
+  }
+  if (total != y.shape[static_cast<int>(axis)]) c.fail("inputs do not add up to the output along the axis");
+  return axis;
+}
+
+// A pool node's kind checked against its dtype: "max" (float32, uint8, int8), "avg" or "l2" (float32).
+inline void check_pool_kind(const Ctx& c, const PoolParams& p, std::int32_t dtype) {
+  if (p.kind == "max") {
+    if (dtype != ACCEL_FLOAT32 && dtype != ACCEL_UINT8 && dtype != ACCEL_INT8) c.fail("max pool dtype must be float32, uint8 or int8");
+  } else if (p.kind == "avg" || p.kind == "l2") {
+    c.dtype(c.in(0), ACCEL_FLOAT32, "data");
+    if (p.include_pad && (p.dpb != p.pb || p.dpr != p.pr)) c.fail("count_include_pad with ceil mode is not supported");
+  } else {
+    c.fail("pool kind '" + p.kind + "' is not max, avg or l2");
+  }
+}
 
 // A qnn.conv2d / qnn.dense node (+ int32 bias, fused relu) + requantize, read and checked:
 // NHWC data [N, H, W, C] and OHWI weights (conv), or [M, K] x [N, K] (dense); zero points;

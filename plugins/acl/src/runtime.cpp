@@ -119,30 +119,9 @@ class Layer : public Kernel {
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
   }
-  // The node's data, constant weights and output (inputs 0, 1, output 0): float32 of rank r.
-  struct Operands {
-    const GraphTensor &x, &w, &y;
-  };
-  static Operands operands(const Ctx& c, int r) {
-    c.arity(2, 3, 1);
-    const Operands o{c.in(0), c.in(1), c.out(0)};
-    c.activation(o.x, "data");
-    c.constant(o.w, "weights");
-    for (const auto* t : {&o.x, &o.w, &o.y}) {
-      c.dtype(*t, ACCEL_FLOAT32, "data, weights and output");
-      c.rank(*t, r, "data, weights and output");
-    }
-    return o;
-  }
-  // The constant float32 bias [outputs] (input 2), or none.
-  static const float* bias(const Ctx& c, std::int64_t outputs) {
-    if (c.n.inputs.size() != 3) return nullptr;
-    const auto& b = c.in(2);
-    c.constant(b, "bias");
-    c.dtype(b, ACCEL_FLOAT32, "bias");
-    if (b.spec.shape != Shape{outputs}) c.fail("bias must be [" + std::to_string(outputs) + "], got " + b.spec.shape.str());
-    return reinterpret_cast<const float*>(b.data);
-  }
+  using Operands = FloatOperands;
+  static Operands operands(const Ctx& c, int r) { return float_operands(c, r); }
+  static const float* bias(const Ctx& c, std::int64_t outputs) { return float_bias(c, outputs); }
 
  private:
   std::unique_ptr<const Op> op_;
@@ -190,9 +169,7 @@ class DenseF32 final : public Layer<onednn::FloatDense> {
   explicit DenseF32(const Ctx& c) {
     const auto [x, w, y] = operands(c, 2);
     const auto M = x.spec.shape[0], K = x.spec.shape[1], N = w.spec.shape[0];
-    if (w.spec.shape[1] != K || y.spec.shape != Shape{M, N} || M * K * N == 0) {
-      c.fail("shapes " + x.spec.shape.str() + " x " + w.spec.shape.str() + " -> " + y.spec.shape.str() + " do not fit");
-    }
+    check_dense_shapes(c, x.spec.shape, w.spec.shape, y.spec.shape);
     onednn::FloatDenseSpec spec;
     spec.m = M;
     spec.k = K;
@@ -215,19 +192,12 @@ class PoolOneDnn final : public Kernel {
     c.activation(x, "data");
     if (x.spec.dtype != y.spec.dtype) c.fail("input and output dtypes differ");
     const PoolParams p = pool_params(c, x.spec.shape, y.spec.shape);
+    check_pool_kind(c, p, x.spec.dtype);
     onednn::PoolSpec spec;
-    if (p.kind == "max") {
-      spec.kind = onednn::PoolSpec::Kind::max;
-      if (x.spec.dtype != ACCEL_FLOAT32 && x.spec.dtype != ACCEL_UINT8 && x.spec.dtype != ACCEL_INT8) c.fail("max pool dtype must be float32, uint8 or int8");
-    } else if (p.kind == "avg" || p.kind == "l2") {
-      c.dtype(x, ACCEL_FLOAT32, "data");
-      if (p.include_pad && (p.dpb != p.pb || p.dpr != p.pr)) c.fail("count_include_pad with ceil mode is not supported");
-      spec.kind = p.kind == "l2" ? onednn::PoolSpec::Kind::l2
-                  : p.include_pad ? onednn::PoolSpec::Kind::avg_include_pad
-                                  : onednn::PoolSpec::Kind::avg;
-    } else {
-      c.fail("pool kind '" + p.kind + "' is not max, avg or l2");
-    }
+    spec.kind = p.kind == "max"  ? onednn::PoolSpec::Kind::max
+                : p.kind == "l2" ? onednn::PoolSpec::Kind::l2
+                : p.include_pad  ? onednn::PoolSpec::Kind::avg_include_pad
+                                 : onednn::PoolSpec::Kind::avg;
     spec.strides = {p.sh, p.sw};
     spec.kernel = {p.kh, p.kw};
     spec.pad_begin = {p.pt, p.pl};
@@ -258,21 +228,12 @@ class PoolOneDnn final : public Kernel {
 class BinaryF32 final : public Kernel {
  public:
   BinaryF32(const Ctx& c, dnnl::algorithm alg) {
-    c.arity(2, 2, 1);
-    for (std::size_t i = 0; i < 2; ++i) c.dtype(c.in(i), ACCEL_FLOAT32, "inputs");
-    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
     const Shape& s = c.out(0).spec.shape;
-    const Shape& b = c.in(1).spec.shape;
-    if (c.in(0).spec.shape != s) c.fail("input 0 and the output must have one shape");
-    if (s.rank() < 1 || s.elements() == 0) c.fail("empty or scalar tensors are not supported");
     md_ = dnnl::memory::desc({static_cast<std::int64_t>(s.elements())}, dt::f32, tag::a);
     md1_ = md_;
-    if (b != s) {
+    if (float_binary(c, alg != dnnl::algorithm::binary_max)) {
       // [1, ..., 1, C] (or fewer leading ones) against [..., C]: rows of C elements, input 1 broadcast
       const std::int64_t C = s[s.rank() - 1];
-      bool channel = alg != dnnl::algorithm::binary_max && c.in(1).constant() && b.rank() >= 1 &&
-                     b.rank() <= s.rank() && b[b.rank() - 1] == C && static_cast<std::int64_t>(b.elements()) == C;
-      if (!channel) c.fail("input 1 " + b.str() + " must have the output's shape " + s.str() + " or be a per-channel constant");
       const std::int64_t rows = static_cast<std::int64_t>(s.elements()) / C;
       md_ = dnnl::memory::desc({rows, C}, dt::f32, tag::ab);
       md1_ = dnnl::memory::desc({1, C}, dt::f32, tag::ab);
@@ -348,27 +309,17 @@ class Reshape final : public Kernel {
 class Concatenate final : public Kernel {
  public:
   explicit Concatenate(const Ctx& c) {
-    c.arity(1, 1u << 16, 1);
+    const std::int64_t axis = concatenate_axis(c);
     const auto& y = c.out(0).spec;
-    const std::int64_t axis = c.integer("axis", 0, std::max(0, y.shape.rank() - 1));
-    if (y.shape.rank() < 1) c.fail("cannot concatenate scalars");
     std::size_t outer = 1, inner = accel_sdk::dtype_size(y.dtype);
     for (int d = 0; d < axis; ++d) outer *= static_cast<std::size_t>(y.shape[d]);
     for (int d = static_cast<int>(axis) + 1; d < y.shape.rank(); ++d) inner *= static_cast<std::size_t>(y.shape[d]);
-    std::int64_t total = 0;
     for (std::size_t i = 0; i < c.n.inputs.size(); ++i) {
-      const auto& x = c.in(i).spec;
-      if (x.dtype != y.dtype || x.shape.rank() != y.shape.rank()) c.fail("input " + std::to_string(i) + " does not fit the output");
-      for (int d = 0; d < y.shape.rank(); ++d) {
-        if (d != axis && x.shape[d] != y.shape[d]) c.fail("input " + std::to_string(i) + " " + x.shape.str() + " does not fit " + y.shape.str());
-      }
-      total += x.shape[static_cast<int>(axis)];
-      chunks_.push_back(static_cast<std::size_t>(x.shape[static_cast<int>(axis)]) * inner);
+      chunks_.push_back(static_cast<std::size_t>(c.in(i).spec.shape[static_cast<int>(axis)]) * inner);
       ins.push_back(c.n.inputs[i]);
     }
-    if (total != y.shape[static_cast<int>(axis)]) c.fail("inputs do not add up to the output along the axis");
     outer_ = outer;
-    row_ = static_cast<std::size_t>(total) * inner;
+    row_ = static_cast<std::size_t>(y.shape[static_cast<int>(axis)]) * inner;
     outs = {c.n.outputs[0]};
   }
   void run(Exec& e) const override {

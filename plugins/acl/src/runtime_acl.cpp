@@ -223,16 +223,7 @@ class AclKernel : public Kernel {
 class ConvF32 final : public AclKernel {
  public:
   explicit ConvF32(const Ctx& c) {
-    c.arity(2, 3, 1);
-    const auto& x = c.in(0);
-    const auto& w = c.in(1);
-    const auto& y = c.out(0);
-    c.activation(x, "data");
-    c.constant(w, "weights");
-    for (const auto* t : {&x, &w, &y}) {
-      c.dtype(*t, ACCEL_FLOAT32, "data, weights and output");
-      c.rank(*t, 4, "data, weights and output");
-    }
+    const auto [x, w, y] = float_operands(c, 4);
     const Shape& xs = x.spec.shape;
     const Shape& ws = w.spec.shape;
     const std::int64_t groups = c.integer("groups", 1, 1 << 20);
@@ -254,14 +245,9 @@ class ConvF32 final : public AclKernel {
     } else {
       w_.init(w, acl::DataLayout::NHWC);  // OHWI is ACL's NHWC weight order, TensorShape(I, W, H, O)
     }
-    const bool has_bias = c.n.inputs.size() == 3;
-    if (has_bias) {
-      const auto& b = c.in(2);
-      c.constant(b, "bias");
-      c.dtype(b, ACCEL_FLOAT32, "bias");
-      if (b.spec.shape != Shape{O}) c.fail("bias must be [" + std::to_string(O) + "], got " + b.spec.shape.str());
-      b_.init(b);
-    }
+    const float* bias_data = float_bias(c, O);
+    const bool has_bias = bias_data != nullptr;
+    if (has_bias) b_.init(c.in(2));
     const acl::ITensor* bias = has_bias ? &b_.t : nullptr;
     const acl::Size2D dilation(static_cast<std::size_t>(win.dw), static_cast<std::size_t>(win.dh));
     if (depthwise) {
@@ -277,7 +263,7 @@ class ConvF32 final : public AclKernel {
       fn_ = std::move(f);
     }
     w_.hold(wdata, static_cast<std::size_t>(ws.elements()) * sizeof(float));
-    if (has_bias) b_.hold(c.in(2).data, static_cast<std::size_t>(O) * sizeof(float));
+    if (has_bias) b_.hold(bias_data, static_cast<std::size_t>(O) * sizeof(float));
     x_.settle();
     y_.settle();
     prepare(*fn_);
@@ -302,31 +288,13 @@ class ConvF32 final : public AclKernel {
 class DenseF32 final : public AclKernel {
  public:
   explicit DenseF32(const Ctx& c) {
-    c.arity(2, 3, 1);
-    const auto& x = c.in(0);
-    const auto& w = c.in(1);
-    const auto& y = c.out(0);
-    c.activation(x, "data");
-    c.constant(w, "weights");
-    for (const auto* t : {&x, &w, &y}) {
-      c.dtype(*t, ACCEL_FLOAT32, "data, weights and output");
-      c.rank(*t, 2, "data, weights and output");
-    }
-    const auto M = x.spec.shape[0], K = x.spec.shape[1], N = w.spec.shape[0];
-    if (w.spec.shape[1] != K || y.spec.shape != Shape{M, N} || M * K * N == 0) {
-      c.fail("shapes " + x.spec.shape.str() + " x " + w.spec.shape.str() + " -> " + y.spec.shape.str() + " do not fit");
-    }
+    const auto [x, w, y] = float_operands(c, 2);
+    check_dense_shapes(c, x.spec.shape, w.spec.shape, y.spec.shape);
     x_.init(x);
     w_.init(w);  // [N, K]: TensorShape(K, N), which the layer transposes once
     y_.init(y);
-    const bool has_bias = c.n.inputs.size() == 3;
-    if (has_bias) {
-      const auto& b = c.in(2);
-      c.constant(b, "bias");
-      c.dtype(b, ACCEL_FLOAT32, "bias");
-      if (b.spec.shape != Shape{N}) c.fail("bias must be [" + std::to_string(N) + "], got " + b.spec.shape.str());
-      b_.init(b);
-    }
+    const bool has_bias = float_bias(c, w.spec.shape[0]) != nullptr;
+    if (has_bias) b_.init(c.in(2));
     acl::FullyConnectedLayerInfo info;
     info.transpose_weights = true;
     check(c, acl::NEFullyConnectedLayer::validate(x_.t.info(), w_.t.info(), has_bias ? b_.t.info() : nullptr, y_.t.info(), info), "NEFullyConnectedLayer");
@@ -409,16 +377,8 @@ std::unique_ptr<Kernel> pool_kernel(const Ctx& c) {
   c.activation(x, "data");
   if (x.spec.dtype != y.spec.dtype) c.fail("input and output dtypes differ");
   const PoolParams p = pool_params(c, x.spec.shape, y.spec.shape);
-  acl::PoolingType type = acl::PoolingType::MAX;
-  if (p.kind == "max") {
-    if (x.spec.dtype != ACCEL_FLOAT32 && x.spec.dtype != ACCEL_UINT8 && x.spec.dtype != ACCEL_INT8) c.fail("max pool dtype must be float32, uint8 or int8");
-  } else if (p.kind == "avg" || p.kind == "l2") {
-    c.dtype(x, ACCEL_FLOAT32, "data");
-    if (p.include_pad && (p.dpb != p.pb || p.dpr != p.pr)) c.fail("count_include_pad with ceil mode is not supported");
-    type = p.kind == "l2" ? acl::PoolingType::L2 : acl::PoolingType::AVG;
-  } else {
-    c.fail("pool kind '" + p.kind + "' is not max, avg or l2");
-  }
+  check_pool_kind(c, p, x.spec.dtype);
+  const acl::PoolingType type = p.kind == "max" ? acl::PoolingType::MAX : p.kind == "l2" ? acl::PoolingType::L2 : acl::PoolingType::AVG;
   const Window win{p.kh, p.kw, p.sh, p.sw, 1, 1, p.pt, p.pl, p.pb, p.pr};
   const acl::PoolingLayerInfo info(type, acl::Size2D(static_cast<std::size_t>(p.kw), static_cast<std::size_t>(p.kh)),
                                    acl::DataLayout::NHWC, pad_stride(win), !p.include_pad);
@@ -433,19 +393,7 @@ std::unique_ptr<Kernel> pool_kernel(const Ctx& c) {
 // add, multiply, maximum of float32 tensors of one shape, or add / multiply by a
 // per-channel constant (ACL broadcasts a tensor's dimensions of size 1).
 std::unique_ptr<Kernel> binary_kernel(const Ctx& c, const std::string& op) {
-  c.arity(2, 2, 1);
-  for (std::size_t i = 0; i < 2; ++i) c.dtype(c.in(i), ACCEL_FLOAT32, "inputs");
-  c.dtype(c.out(0), ACCEL_FLOAT32, "output");
-  const Shape& s = c.out(0).spec.shape;
-  const Shape& b = c.in(1).spec.shape;
-  if (c.in(0).spec.shape != s) c.fail("input 0 and the output must have one shape");
-  if (s.rank() < 1 || s.elements() == 0) c.fail("empty or scalar tensors are not supported");
-  if (b != s) {
-    const std::int64_t C = s[s.rank() - 1];
-    const bool channel = op != "maximum" && c.in(1).constant() && b.rank() >= 1 && b.rank() <= s.rank() &&
-                         b[b.rank() - 1] == C && static_cast<std::int64_t>(b.elements()) == C;
-    if (!channel) c.fail("input 1 " + b.str() + " must have the output's shape " + s.str() + " or be a per-channel constant");
-  }
+  float_binary(c, op != "maximum");
   return std::make_unique<Simple>(c, 2, acl::DataLayout::NCHW, [&](const Ins& in, Buf& out) -> std::unique_ptr<acl::IFunction> {
     const acl::ITensorInfo *a = in[0]->t.info(), *bi = in[1]->t.info(), *y = out.t.info();
     if (op == "add") {
@@ -519,20 +467,8 @@ std::unique_ptr<Kernel> reshape_kernel(const Ctx& c) {
 }
 
 std::unique_ptr<Kernel> concatenate_kernel(const Ctx& c) {
-  c.arity(1, 1u << 16, 1);
+  const std::int64_t axis = concatenate_axis(c);
   const auto& y = c.out(0).spec;
-  if (y.shape.rank() < 1) c.fail("cannot concatenate scalars");
-  const std::int64_t axis = c.integer("axis", 0, std::max(0, y.shape.rank() - 1));
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < c.n.inputs.size(); ++i) {
-    const auto& x = c.in(i).spec;
-    if (x.dtype != y.dtype || x.shape.rank() != y.shape.rank()) c.fail("input " + std::to_string(i) + " does not fit the output");
-    for (int d = 0; d < y.shape.rank(); ++d) {
-      if (d != axis && x.shape[d] != y.shape[d]) c.fail("input " + std::to_string(i) + " " + x.shape.str() + " does not fit " + y.shape.str());
-    }
-    total += x.shape[static_cast<int>(axis)];
-  }
-  if (total != y.shape[static_cast<int>(axis)]) c.fail("inputs do not add up to the output along the axis");
   const std::size_t acl_axis = static_cast<std::size_t>(y.shape.rank() - 1 - axis);
   return std::make_unique<Simple>(c, c.n.inputs.size(), acl::DataLayout::NCHW, [&](const Ins& in, Buf& out) {
     std::vector<const acl::ITensorInfo*> infos;
