@@ -11,6 +11,9 @@ that priority order:
 - the tuned artifact's output against the reference executor (fp32 within 1e-4 of the largest
   output, QDQ bit-exact).
 
+The last column names the tuning's choice and, in parentheses, the untuned placements it is
+identical to (their times differ by the run's noise only).
+
     python core/benchmarks/bench_tune.py [--repeat N] [--threads N] [--budget S]
 """
 
@@ -99,10 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             best_single = min(singles, key=lambda b: ms[b])
             best = min(ms["plain"], ms[best_single])
             record = tuned.report.tuning
+            where = {k: tuple(n.backend for n in a.report.nodes) for k, a in (("plain", plain), *singles.items())}
+            same = [k for k, placement in where.items() if placement == tuple(n.backend for n in tuned.report.nodes)]
             print(
                 f"{name + ' ' + form:<18} {cold:7.1f} {warm:7.1f}  {ms['tuned']:9.2f} {ms['plain']:9.2f} "
                 f"{best_single + ' ' + format(ms[best_single], '.2f'):>20}  {ms['tuned'] / best:10.2f}  "
-                f"{record['chosen']}{'' if ok else '  OUTPUT WRONG'}"
+                f"{record['chosen']}{' (= ' + ', '.join(same) + ')' if same else ''}{'' if ok else '  OUTPUT WRONG'}"
             )
             sys.stdout.flush()
     return 0
