@@ -67,6 +67,9 @@ SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
     "f64": ("d", "<f8", None),
 }
 
+#: The packer of each kind (one little-endian scalar).
+_STRUCTS = {kind: struct.Struct("<" + fmt) for kind, (fmt, _, _) in SCALARS.items()}
+
 #: Largest element count ``counted_array`` and ``string`` can write (their count is a u32).
 MAX_COUNT = (1 << 32) - 1
 
@@ -92,8 +95,11 @@ class BlobWriter:
     # -- scalars -------------------------------------------------------------------
     def scalar(self, kind: str, value: Any, what: str = "value") -> None:
         """One little-endian scalar of ``kind`` (a key of :data:`SCALARS`)."""
-        fmt, _, bounds = _kind(kind)
-        self._buf += struct.pack("<" + fmt, _check(kind, bounds, value, what))
+        _, _, bounds = _kind(kind)
+        if type(value) is int and bounds is not None and bounds[0] <= value <= bounds[1]:
+            self._buf += _STRUCTS[kind].pack(value)  # the common case, checked as _check would
+        else:
+            self._buf += _STRUCTS[kind].pack(_check(kind, bounds, value, what))
 
     def u8(self, value: int, what: str = "u8") -> None:
         self.scalar("u8", value, what)
@@ -129,18 +135,16 @@ class BlobWriter:
     # -- sequences -----------------------------------------------------------------
     def array(self, kind: str, values: Iterable[Any] | np.ndarray, what: str = "array") -> int:
         """Scalars of ``kind`` back to back, no count; returns how many."""
-        _, le, bounds = _kind(kind)
-        arr = _as_array(kind, le, bounds, values, what)
-        self._buf += arr.tobytes()
-        return int(arr.size)
+        data, count = _pack(kind, values, what)
+        self._buf += data
+        return count
 
     def counted_array(self, kind: str, values: Iterable[Any] | np.ndarray, what: str = "array") -> int:
         """A u32 element count, then the scalars (``read_counted_array<T>``); returns the count."""
-        _, le, bounds = _kind(kind)
-        arr = _as_array(kind, le, bounds, values, what)
-        self.u32(_count(arr.size, what), what)
-        self._buf += arr.tobytes()
-        return int(arr.size)
+        data, count = _pack(kind, values, what)
+        self.u32(_count(count, what), what)
+        self._buf += data
+        return count
 
     def string(self, text: str | bytes, what: str = "string") -> None:
         """A u32 byte length, then the bytes (UTF-8 for a str), no terminator."""
@@ -216,6 +220,22 @@ def _check(kind: str, bounds: tuple[int, int] | None, value: Any, what: str) -> 
     if not bounds[0] <= v <= bounds[1]:
         raise PartitionError(f"{what}={v} does not fit in a {kind} [{bounds[0]}, {bounds[1]}]")
     return v
+
+
+def _pack(kind: str, values: Iterable[Any] | np.ndarray, what: str) -> tuple[bytes, int]:
+    """The bytes of ``values`` as ``kind`` scalars, and how many; a short list or tuple of Python
+    ints in range (shapes, ids, attributes) is packed directly, anything else through numpy."""
+    fmt, le, bounds = _kind(kind)
+    if (
+        type(values) in (list, tuple)
+        and bounds is not None
+        and len(values) <= 64  # type: ignore[arg-type]
+        and all(type(v) is int and bounds[0] <= v <= bounds[1] for v in values)
+    ):
+        n = len(values)  # type: ignore[arg-type]
+        return struct.pack(f"<{n}{fmt}", *values), n
+    arr = _as_array(kind, le, bounds, values, what)
+    return arr.tobytes(), int(arr.size)
 
 
 def _as_array(
