@@ -54,3 +54,18 @@ def test_ethosn_partitions_are_refused_in_one_line(folder):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert "ethosn" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_a_refusal_of_arm_compute_library_names_the_node_in_its_words():
+    """A blob the table would not have made (a rank-5 concatenation on axis 0): ACL's validate()
+    refuses it when the blob is loaded, in one line naming the node."""
+    from accel_acl import serializer
+
+    from accel.builder import GraphBuilder
+
+    b = GraphBuilder(x=(2, 2, 3, 4, 5), y=(2, 2, 3, 4, 5))
+    blob = serializer.serialize(b.done(b.op("concatenate", b.x["x"], b.x["y"], axis=0)))
+    with pytest.raises(
+        ValueError, match=r"node 'concatenate' \(concatenate\): Arm Compute Library.*Axis not supported"
+    ):
+        AclBackend().runtime_module().Runtime(blob)
