@@ -91,7 +91,15 @@ class Fast(Sleepy):
     sleep: ClassVar[dict[str, float]] = {}
 
 
-AVAILABLE = {"a": A, "b": B, "fast": Fast}
+class Idle(Sleepy):
+    """Takes only ``add``, which the chain has none of."""
+
+    name = "idle"
+    distribution = "accel-fake-idle"
+    ops = ("add",)
+
+
+AVAILABLE = {"a": A, "b": B, "fast": Fast, "idle": Idle}
 OPTIONS = dict(runs=3, warmup=1, min_gain=0.05, threads=1)
 
 
@@ -189,6 +197,13 @@ def test_the_segment_search_measures_segments_alone_and_shares_alike_ones(tmp_pa
     # r1, r2, r3 alone on a: one measurement, two cache hits
     assert record["segment_measured"] < record["segment_spans"]
     assert record["cache"]["hits"] >= 2
+
+
+def test_a_backend_that_takes_no_node_is_not_measured_alone(tmp_path):
+    record = compile_tuned("a,b,idle", tmp_path).report.tuning
+    idle = next(c for c in record["candidates"] if c["label"] == "idle only")
+    assert "idle takes no node of this model" in idle["error"] and not idle["chosen"]
+    assert record["chosen"] != "idle only"
 
 
 def test_segments_are_subgraphs_with_their_boundaries():

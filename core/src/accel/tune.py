@@ -21,7 +21,7 @@ percentile above the median. Candidates, in this order:
    move is kept when the whole model gets faster.
 
 The choice is then measured again with the plain placement and every
-single-backend one, in one interleaved run; the fastest there replaces the
+single-backend one measured within 25 % of it, in one interleaved run; the fastest there replaces the
 plain placement only when it is at least ``min_gain`` faster, and otherwise
 the plain one is kept and the record says so. Each measurement is a pure function of (graph hash, placement,
 backend versions, machine kind, threads, runs, percentile) and is kept in a
@@ -58,6 +58,8 @@ from accel.target import CompositeTarget
 Progress = Callable[[str, int, int], None]
 Forbid = dict[str, frozenset[str]]
 
+#: The final check runs each single-backend placement measured within this factor of the best.
+FINALIST_SPREAD = 1.25
 CACHE_FORMAT = "accel-tune-cache"
 CACHE_VERSION = 1
 #: ISA features that decide which kernels a backend runs (those this CPU has make its machine kind).
@@ -281,10 +283,13 @@ def measure(
         for exe, a in zip(executables, arrays):
             exe.run_positional(a)
     times: list[list[float]] = [[] for _ in executables]
-    for _ in range(max(options.runs, 1)):
-        for k, (exe, a) in enumerate(zip(executables, arrays)):
+    for r in range(max(options.runs, 1)):
+        # forward, then backward: what one leaves behind (a thread pool still spinning) falls on
+        # a different neighbour each round
+        order = range(len(executables)) if r % 2 == 0 else range(len(executables) - 1, -1, -1)
+        for k in order:
             t0 = time.perf_counter()
-            exe.run_positional(a)
+            executables[k].run_positional(arrays[k])
             times[k].append(time.perf_counter() - t0)
     return [(float(np.percentile(t, options.percentile)), float(np.median(t))) for t in times]
 
@@ -372,8 +377,11 @@ class _Tuner:
         }
         return MeasurementCache.key(parts), parts
 
-    def evaluate(self, label: str, forbid: Forbid, total: int) -> Candidate:
-        """The candidate ``forbid`` gives, measured (or found measured: in this tune or the cache)."""
+    def evaluate(self, label: str, forbid: Forbid, total: int, needs: str | None = None) -> Candidate:
+        """The candidate ``forbid`` gives, measured (or found measured: in this tune or the cache).
+        With ``needs``, a placement in which that backend takes no node is not measured: it is the
+        host's placement, never a choice, and running the whole model on the host leaves its BLAS
+        threads spinning on the measurements that follow."""
         report = self.report_of(forbid)
         placement = tuple(n.backend for n in report.nodes)
         found = self.seen.get(placement)
@@ -382,6 +390,12 @@ class _Tuner:
             return found
         self._tick(total)
         cand = Candidate(label, forbid, placement, labels=[label])
+        if needs is not None and needs not in placement:
+            cand.time = cand.median = float("inf")
+            cand.error = f"{needs} takes no node of this model (the host's placement: not measured)"
+            self.seen[placement] = cand
+            self.order.append(cand)
+            return cand
         key, parts = self.cache_key(placement)
         entry = self.cache.get(key)
         if entry is not None:
@@ -536,7 +550,7 @@ class _Tuner:
             for b in self.names:
                 if not self.in_budget():
                     break
-                singles.append(self.evaluate(f"{b} only", self.forbid_all_but(b, every), total))
+                singles.append(self.evaluate(f"{b} only", self.forbid_all_but(b, every), total, needs=b))
         best = min([plain, *singles], key=lambda c: c.time)
         # the segment search: a placement assembled from measured segments, then measured whole
         segment_records: list[dict[str, Any]] = []
@@ -596,8 +610,12 @@ class _Tuner:
             self._tick(total)
             # every single-backend placement too: two of them within noise of each other in the
             # search are told apart here, in one interleaved run
+            # (those measured within FINALIST_SPREAD of the best: a far slower one only adds noise, a
+            # host-bound one leaving its BLAS threads spinning on the next)
             finalists = [plain, best]
-            finalists += [c for c in singles if c.error is None and c not in finalists]
+            finalists += [
+                c for c in singles if c.error is None and c not in finalists and c.time <= best.time * FINALIST_SPREAD
+            ]
             built = [self.build(c.forbid) for c in finalists]
             final_times = measure([a.executable(self.threads) for a in built], self.inputs, self.options)
             confirm = {c.label: t for c, (t, _) in zip(finalists, final_times)}
