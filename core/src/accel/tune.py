@@ -21,7 +21,8 @@ percentile above the median. Candidates, in this order:
    move is kept when the whole model gets faster.
 
 The choice is then measured again with the plain placement and every
-single-backend one measured within 25 % of it, in one interleaved run; the fastest there replaces the
+single-backend one measured within 25 % of it, in one interleaved run of
+three times the runs; the fastest there replaces the
 plain placement only when it is at least ``min_gain`` faster, and otherwise
 the plain one is kept and the record says so. Each measurement is a pure function of (graph hash, placement,
 backend versions, machine kind, threads, runs, percentile) and is kept in a
@@ -33,6 +34,7 @@ says so (:func:`tuned_elsewhere`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -617,7 +619,9 @@ class _Tuner:
                 c for c in singles if c.error is None and c not in finalists and c.time <= best.time * FINALIST_SPREAD
             ]
             built = [self.build(c.forbid) for c in finalists]
-            final_times = measure([a.executable(self.threads) for a in built], self.inputs, self.options)
+            # three times the runs: the finalists are close, and this decides
+            final = dataclasses.replace(self.options, runs=3 * self.options.runs)
+            final_times = measure([a.executable(self.threads) for a in built], self.inputs, final)
             confirm = {c.label: t for c, (t, _) in zip(finalists, final_times)}
             k = min(range(len(finalists)), key=lambda i: final_times[i][0])
             tp, tk = final_times[0][0], final_times[k][0]
