@@ -62,6 +62,8 @@ Forbid = dict[str, frozenset[str]]
 
 #: The final check runs each single-backend placement measured within this factor of the best.
 FINALIST_SPREAD = 1.25
+#: Seconds of quiet before the final check.
+QUIET_BEFORE_CHECK = 0.5
 CACHE_FORMAT = "accel-tune-cache"
 CACHE_VERSION = 1
 #: ISA features that decide which kernels a backend runs (those this CPU has make its machine kind).
@@ -619,8 +621,10 @@ class _Tuner:
                 c for c in singles if c.error is None and c not in finalists and c.time <= best.time * FINALIST_SPREAD
             ]
             built = [self.build(c.forbid) for c in finalists]
-            # three times the runs: the finalists are close, and this decides
+            # three times the runs: the finalists are close, and this decides; after a pause, so
+            # that thread pools the search left spinning (BLAS after a host-heavy candidate) sleep
             final = dataclasses.replace(self.options, runs=3 * self.options.runs)
+            time.sleep(QUIET_BEFORE_CHECK)
             final_times = measure([a.executable(self.threads) for a in built], self.inputs, final)
             confirm = {c.label: t for c, (t, _) in zip(finalists, final_times)}
             k = min(range(len(finalists)), key=lambda i: final_times[i][0])
