@@ -442,6 +442,18 @@ inline void check_pool_kind(const Ctx& c, const PoolParams& p, std::int32_t dtyp
   }
 }
 
+// A float32 / 8-bit pool node (max, avg, L2) of one input and output of one dtype, checked.
+inline PoolParams float_pool(const Ctx& c) {
+  c.arity(1, 1, 1);
+  const auto& x = c.in(0);
+  const auto& y = c.out(0);
+  c.activation(x, "data");
+  if (x.spec.dtype != y.spec.dtype) c.fail("input and output dtypes differ");
+  const PoolParams p = pool_params(c, x.spec.shape, y.spec.shape);
+  check_pool_kind(c, p, x.spec.dtype);
+  return p;
+}
+
 // A qnn.conv2d / qnn.dense node (+ int32 bias, fused relu) + requantize, read and checked:
 // NHWC data [N, H, W, C] and OHWI weights (conv), or [M, K] x [N, K] (dense); zero points;
 // the requantizer of the int32 accumulators (bias and clamp included), bit for bit accel.quant.

@@ -186,13 +186,9 @@ class DenseF32 final : public Layer<onednn::FloatDense> {
 class PoolOneDnn final : public Kernel {
  public:
   explicit PoolOneDnn(const Ctx& c) {
-    c.arity(1, 1, 1);
+    const PoolParams p = float_pool(c);
     const auto& x = c.in(0);
     const auto& y = c.out(0);
-    c.activation(x, "data");
-    if (x.spec.dtype != y.spec.dtype) c.fail("input and output dtypes differ");
-    const PoolParams p = pool_params(c, x.spec.shape, y.spec.shape);
-    check_pool_kind(c, p, x.spec.dtype);
     onednn::PoolSpec spec;
     spec.kind = p.kind == "max"  ? onednn::PoolSpec::Kind::max
                 : p.kind == "l2" ? onednn::PoolSpec::Kind::l2

@@ -371,13 +371,7 @@ class Simple final : public AclKernel {
 using Ins = std::vector<Buf*>;
 
 std::unique_ptr<Kernel> pool_kernel(const Ctx& c) {
-  c.arity(1, 1, 1);
-  const auto& x = c.in(0);
-  const auto& y = c.out(0);
-  c.activation(x, "data");
-  if (x.spec.dtype != y.spec.dtype) c.fail("input and output dtypes differ");
-  const PoolParams p = pool_params(c, x.spec.shape, y.spec.shape);
-  check_pool_kind(c, p, x.spec.dtype);
+  const PoolParams p = float_pool(c);
   const acl::PoolingType type = p.kind == "max" ? acl::PoolingType::MAX : p.kind == "l2" ? acl::PoolingType::L2 : acl::PoolingType::AVG;
   const Window win{p.kh, p.kw, p.sh, p.sw, 1, 1, p.pt, p.pl, p.pb, p.pr};
   const acl::PoolingLayerInfo info(type, acl::Size2D(static_cast<std::size_t>(p.kw), static_cast<std::size_t>(p.kh)),
