@@ -459,6 +459,9 @@ class MaxPoolCommand final : public Command {
   dnn::Pool pool_;
 };
 
+// Below this many multiply-accumulates a conv / fc command runs on one thread.
+constexpr double kSmallLayer = 1 << 20;
+
 // -- CONV / FC: oneDNN int8 accumulation (exact on every CPU) + the sdk's banded requantize ---------
 // conv params: [kh, kw, sh, sw, pt, pl, pb, pr, groups, in_zp, out_zp, act_min, act_max]; fc params: the last four.
 // constants: weights int8 (conv OHWI, fc OI), bias int32[O], multiplier int32[O], shift int32[O].
@@ -485,9 +488,15 @@ class LinearCommand final : public Command {
     // requantized while its accumulators are in cache) spread over one OpenMP team of the handle's threads.
     // A window whose padding alone fills whole output rows (pt or pb >= kh) cannot be cut into bands (a band
     // would read no input row): such rare layers run whole, on one thread.
+    // A small layer runs on one thread: waking a team costs more than it saves there (below 2^20
+    // multiply-accumulates here: the banded int8 layers gain from two threads from about there).
     const auto& win = spec.shape.window;
     const bool bandable = win.pt < win.kh && win.pb < win.kh;
-    op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, bandable ? threads : 1, bandable ? 0 : -1);
+    const double taps = static_cast<double>(spec.shape.in_channels / std::max<std::int64_t>(spec.shape.groups, 1)) *
+                        static_cast<double>(win.kh * win.kw);
+    const double macs = static_cast<double>(ty.spec.shape.elements()) * taps;
+    const int team = bandable ? accel_sdk::threads_for(macs, threads, kSmallLayer) : 1;
+    op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, team, bandable ? 0 : -1);
   }
   void run(Exec& e) const override { op_->run(e.in(0), e.out(0)); }
 
