@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_accel
 
 from accel.models import default_model_path
 
 
 def accel_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
+    return run_accel(*args, cwd=cwd, columns=200)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:

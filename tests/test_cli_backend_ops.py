@@ -4,20 +4,17 @@ the constraint being the first line of the check's docstring where it has one.""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
+from cli_helpers import run_accel
 
 from accel.cli import constraint_text
 from accel.plugins import get_backend
 
 
 def accel_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args], capture_output=True, text=True, env=dict(os.environ), timeout=300
-    )
+    return run_accel(*args)
 
 
 def rows(text: str) -> dict[str, list[str]]:

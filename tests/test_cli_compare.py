@@ -4,13 +4,12 @@ the tolerance it exceeded, when they differ by more than the user allows."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_accel
 
 from accel.cli import Tolerance, compare_outputs, ort_session
 from accel.models import default_model_path
@@ -20,14 +19,7 @@ QDQ = default_model_path(quantized=True)
 
 
 def accel_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_accel(*args, cwd=cwd)
 
 
 def table_row(stdout: str, output: str) -> list[str]:

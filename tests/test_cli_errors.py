@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_accel
 
 from accel.models import default_model_path
 
@@ -19,10 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def accel_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=300
-    )
+    return run_accel(*args, cwd=cwd, env=env, columns=200)
 
 
 def error_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:

@@ -3,13 +3,12 @@ and the reasons that keep the most work there (one line on stderr); not when mos
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
+from cli_helpers import run_accel
 
 import accel
 from accel.cli import offload_warning
@@ -17,9 +16,7 @@ from accel.models import default_model_path
 
 
 def accel_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args], capture_output=True, text=True, env=dict(os.environ), timeout=300
-    )
+    return run_accel(*args)
 
 
 def _model(tmp_path: Path, groups: int) -> Path:

@@ -4,25 +4,18 @@ matched only with similarly spelled ones."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_accel
 
 from accel.frontend.onnx import SUPPORTED_OPS, _unsupported_op_message
 from accel.models import default_model_path
 
 
 def accel_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-        timeout=300,
-    )
+    return run_accel(*args, columns=200)
 
 
 def error_line(proc: subprocess.CompletedProcess) -> str:

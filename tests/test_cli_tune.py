@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_helpers import run_accel
 
 from accel.models import default_model_path
 
 
 def accel_cli(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "XDG_CACHE_HOME": str(cache)}
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
+    return run_accel(*args, cwd=cwd, env={"XDG_CACHE_HOME": str(cache)}, columns=200)
 
 
 def test_compile_tune_then_inspect(tmp_path):

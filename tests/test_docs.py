@@ -12,14 +12,12 @@ table) are checked against what the commands print.
 from __future__ import annotations
 
 import ast
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_accel
 
 from accel.models import default_model_path
 
@@ -82,13 +80,7 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 
 def _accel(*args: str, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "accel", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
+    proc = run_accel(*args, env=env, columns=200)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

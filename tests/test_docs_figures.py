@@ -5,13 +5,12 @@ here, with the figure to write instead. Times are quoted as measured, never asse
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_accel
 
 import accel
 from accel.models import default_model_path
@@ -27,14 +26,7 @@ def page(name: str) -> str:
 
 
 def accel_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "accel", *args],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_accel(*args, cwd=cwd)
 
 
 def test_onnx_page_op_counts_name_their_model() -> None:
