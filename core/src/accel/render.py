@@ -231,30 +231,27 @@ def _tuning_tables(record: dict[str, Any]) -> tuple[str, list[list[str]], list[l
         ]
         for c in record.get("candidates", [])
     ]
-    regions = [
-        [
-            f"{r['nodes'][0]}..{r['nodes'][-1]} ({r.get('size', '?')} nodes)",
-            ", ".join(f"{b} {_ms(t)}" for b, t in (r.get("times") or {}).items()),
-            str(r.get("winner")),
-            str(r.get("why", "")),
-        ]
-        for r in record.get("regions", [])
-    ]
-    segments = [
-        [
-            f"{r['nodes'][0]}..{r['nodes'][-1]} ({r.get('size', '?')} nodes)",
-            ", ".join(f"{b} {_ms(t)}" for b, t in (r.get("times") or {}).items()),
-            str(r.get("winner")),
-            str(r.get("why", "")),
-        ]
-        for r in record.get("segments") or []
-    ]
+    regions = _span_rows(record.get("regions") or [])
+    segments = _span_rows(record.get("segments") or [])
     if segments and record.get("segment_estimate") is not None:
         head += (
             f" The segment search measured {record.get('segment_spans', 0)} segment(s) alone "
             f"({record.get('segment_measured', 0)} new); its path sums to {_ms(record['segment_estimate'])}."
         )
     return head, candidates, regions, segments
+
+
+def _span_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+    """Rows of a tuning record's regions or segments: the span, each choice's time, the winner, why."""
+    return [
+        [
+            f"{r['nodes'][0]}..{r['nodes'][-1]} ({r.get('size', '?')} nodes)",
+            ", ".join(f"{b} {_ms(t)}" for b, t in (r.get("times") or {}).items()),
+            str(r.get("winner")),
+            str(r.get("why", "")),
+        ]
+        for r in records
+    ]
 
 
 _CANDIDATE_HEAD = ("candidate", "placement (nodes)", "time", "median", "source", "chosen")

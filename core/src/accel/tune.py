@@ -468,8 +468,8 @@ class _Tuner:
         Returns the placement as ``forbid``, the path's segments with the times of every choice
         measured for them, and the summed estimate; None when the budget ran out before a tiling."""
         n = len(self.node_names)
-        plain = bases[0]
-        cuts = sorted({0, n, *(start for start, _, _ in _runs(plain.placement))})
+        plain_runs = _runs(bases[0].placement)
+        cuts = sorted({0, n, *(start for start, _, _ in plain_runs)})
         spans: list[tuple[int, int, str]] = []
         for cand in bases:
             if cand.error is None:
@@ -485,7 +485,7 @@ class _Tuner:
                 spans += [(a, b, owner) for a, b in itertools.pairwise(edges)]
         ordered = list(dict.fromkeys(spans))  # the plain placement's runs first
         for k, (start, end, choice) in enumerate(ordered):
-            if k >= len(_runs(plain.placement)) and not self.in_budget():
+            if k >= len(plain_runs) and not self.in_budget():
                 break
             self._tick(total)
             self.segment_cost(start, end, choice)

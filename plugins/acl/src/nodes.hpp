@@ -43,6 +43,14 @@ struct Activation {
     if (a.act == 2 && !(a.hi > 0.f && std::isfinite(a.hi))) c.fail("bounded relu needs act_max > 0");
     return a;
   }
+  // An activation node: one float32 input and output of one shape, ReLU or bounded ReLU.
+  static Activation node(const Ctx& c) {
+    c.arity(1, 1, 1);
+    c.dtype(c.in(0), ACCEL_FLOAT32, "input");
+    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
+    if (c.in(0).spec.shape != c.out(0).spec.shape) c.fail("input and output must have one shape");
+    return read(c, 1);
+  }
 };
 
 struct Window {

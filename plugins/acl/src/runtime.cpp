@@ -258,15 +258,10 @@ class BinaryF32 final : public Kernel {
 class ActivationF32 final : public Kernel {
  public:
   explicit ActivationF32(const Ctx& c) {
-    c.arity(1, 1, 1);
-    c.dtype(c.in(0), ACCEL_FLOAT32, "input");
-    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
-    const Shape& s = c.out(0).spec.shape;
-    if (c.in(0).spec.shape != s) c.fail("input and output must have one shape");
-    const Activation a = Activation::read(c, 1);
+    const Activation a = Activation::node(c);
     act_ = a.act;
     hi_ = a.hi;
-    n_ = s.elements();
+    n_ = c.out(0).spec.shape.elements();
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
   }

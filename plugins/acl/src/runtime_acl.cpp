@@ -132,15 +132,17 @@ class Buf {
     if (t.info()->padding().empty()) {
       std::memcpy(t.buffer(), data, bytes);
     } else {
-      copy(static_cast<const std::uint8_t*>(data), true);
+      copy(static_cast<std::uint8_t*>(const_cast<void*>(data)), true);
     }
   }
   // Before a run: the data the function reads.
   void in(const void* p) {
+    // ACL's functions read through a non-const tensor; an input is only read
+    void* data = const_cast<void*>(p);
     if (staged_) {
-      copy(static_cast<const std::uint8_t*>(p), true);
+      copy(static_cast<std::uint8_t*>(data), true);
     } else {
-      import(const_cast<void*>(p));
+      import(data);
     }
   }
   // Before a run: where the function writes.
@@ -178,7 +180,6 @@ class Buf {
       }
     }
   }
-  void copy(const std::uint8_t* dense, bool to_tensor) { copy(const_cast<std::uint8_t*>(dense), to_tensor); }
 
   bool staged_ = false;
 };
@@ -210,17 +211,11 @@ std::vector<T> depthwise_weights(const T* w, std::int64_t O, std::int64_t K) {
   return out;
 }
 
-// A kernel of one ACL function, or a chain of them, on tensors bound each run.
-class AclKernel : public Kernel {
- protected:
-  static void prepare(acl::IFunction& f) { f.prepare(); }
-};
-
 // -- float32 convolution and dense -----------------------------------------------------
 
 // conv2d (+ bias, relu / bounded relu): NEConvolutionLayer, or NEDepthwiseConvolutionLayer
 // when every input channel has a group of its own.
-class ConvF32 final : public AclKernel {
+class ConvF32 final : public Kernel {
  public:
   explicit ConvF32(const Ctx& c) {
     const auto [x, w, y] = float_operands(c, 4);
@@ -266,7 +261,7 @@ class ConvF32 final : public AclKernel {
     if (has_bias) b_.hold(bias_data, static_cast<std::size_t>(O) * sizeof(float));
     x_.settle();
     y_.settle();
-    prepare(*fn_);
+    fn_->prepare();
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
   }
@@ -285,7 +280,7 @@ class ConvF32 final : public AclKernel {
 };
 
 // dense (+ bias): [M, K] x [N, K] by NEFullyConnectedLayer.
-class DenseF32 final : public AclKernel {
+class DenseF32 final : public Kernel {
  public:
   explicit DenseF32(const Ctx& c) {
     const auto [x, w, y] = float_operands(c, 2);
@@ -325,7 +320,7 @@ class DenseF32 final : public AclKernel {
 
 // A function of n inputs and one output, all bound by the run (pools, elementwise ops,
 // activations, reshape, concatenate). Constant inputs (a per-channel scale) are held.
-class Simple final : public AclKernel {
+class Simple final : public Kernel {
  public:
   // make(ins, out) validates and configures; it returns the function
   template <class Make>
@@ -411,14 +406,10 @@ std::unique_ptr<Kernel> binary_kernel(const Ctx& c, const std::string& op) {
 
 // ReLU / bounded ReLU: NEActivationLayer, then NaN put back where the input had it (ACL's
 // ReLU makes 0 of NaN; the reference, as ONNX, keeps it).
-class ActivationF32 final : public AclKernel {
+class ActivationF32 final : public Kernel {
  public:
   explicit ActivationF32(const Ctx& c) {
-    c.arity(1, 1, 1);
-    c.dtype(c.in(0), ACCEL_FLOAT32, "input");
-    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
-    if (c.in(0).spec.shape != c.out(0).spec.shape) c.fail("input and output must have one shape");
-    const Activation a = Activation::read(c, 1);
+    const Activation a = Activation::node(c);
     x_.init(c.in(0));
     y_.init(c.out(0));
     check(c, acl::NEActivationLayer::validate(x_.t.info(), y_.t.info(), act_info(a)), "NEActivationLayer");
@@ -497,7 +488,7 @@ acl::QuantizationInfo zero_point(std::int32_t z) { return acl::QuantizationInfo(
 // leaves w - zw as it was), as ACL's QSYMM8_PER_CHANNEL; the terms without x are folded
 // into the bias once; where a weight zero point is not 0, one more column of ones in B
 // makes the GEMM also return sum_k x_k per row, and zw * that is taken off per element.
-class QnnGemm final : public AclKernel {
+class QnnGemm final : public Kernel {
  public:
   QnnGemm(const Ctx& c, const QnnLayer& q) : out_(q.y->spec.dtype) {
     const Shape& ws = q.w->spec.shape;
@@ -620,7 +611,7 @@ class QnnGemm final : public AclKernel {
 
 // Depthwise qnn.conv2d + requantize: (x - z_x) and (w - z_w) convolved exactly in float32
 // by NEDepthwiseConvolutionLayer, NECast back to int32, requantized by the sdk.
-class QnnDepthwise final : public AclKernel {
+class QnnDepthwise final : public Kernel {
  public:
   QnnDepthwise(const Ctx& c, const QnnLayer& q) : rq_(q.requantizer(q.bias)), out_(q.y->spec.dtype) {
     const Shape& ws = q.w->spec.shape;
