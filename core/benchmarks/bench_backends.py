@@ -278,6 +278,21 @@ def summary(accel_ms: list[float], ort_ms: list[float]) -> dict[str, float]:
     }
 
 
+def compiled(data: bytes, backends: str) -> tuple[Any, float, list[str]]:
+    """The model compiled for ``backends``: the artifact, the seconds it took, the ops left on the host."""
+    t0 = time.perf_counter()
+    artifact = accel.compile(data, backends)
+    compile_s = time.perf_counter() - t0
+    return artifact, compile_s, sorted({n.op for n in artifact.graph.nodes if n.op != "call"})
+
+
+def loaded(artifact: Any, threads: int) -> tuple[Any, float]:
+    """The artifact's executable at ``threads`` threads and the milliseconds loading it took."""
+    t0 = time.perf_counter()
+    exe = artifact.executable(threads=threads)
+    return exe, (time.perf_counter() - t0) * 1e3
+
+
 def network_rows(
     backend: str, network: str, form: str, model: Any, threads: list[int], repeat: int
 ) -> list[dict[str, Any]]:
@@ -289,15 +304,10 @@ def network_rows(
     data = model.SerializeToString()
     (feeds,) = modelgen.random_inputs(model, 1, seed=1)
     want = ReferenceExecutor(accel.import_onnx(data)).run(feeds)
-    t0 = time.perf_counter()
-    artifact = accel.compile(data, backend)
-    compile_s = time.perf_counter() - t0
-    host_ops = sorted({n.op for n in artifact.graph.nodes if n.op != "call"})
+    artifact, compile_s, host_ops = compiled(data, backend)
     rows = []
     for n in threads:
-        t0 = time.perf_counter()
-        exe = artifact.executable(threads=n)
-        load_ms = (time.perf_counter() - t0) * 1e3
+        exe, load_ms = loaded(artifact, n)
         sess = ort_session(data, n, quantized=form == "qdq")
         verdict = check(exe.run(feeds), want, exact=form == "qdq")
         t_accel, t_ort = interleaved([lambda exe=exe: exe.run(feeds), lambda sess=sess: sess.run(None, feeds)], repeat)
@@ -332,15 +342,10 @@ def digits_rows(threads: list[int], repeat: int, images: int | None) -> list[dic
     feeds = [{"image": pictures[i : i + 1]} for i in range(len(pictures))]
     reference = ReferenceExecutor(accel.import_onnx(data))
     want = [reference.run(f) for f in feeds]
-    t0 = time.perf_counter()
-    artifact = accel.compile(data, DIGITS_BACKENDS)
-    compile_s = time.perf_counter() - t0
-    host_ops = sorted({n.op for n in artifact.graph.nodes if n.op != "call"})
+    artifact, compile_s, host_ops = compiled(data, DIGITS_BACKENDS)
     rows = []
     for n in threads:
-        t0 = time.perf_counter()
-        exe = artifact.executable(threads=n)
-        load_ms = (time.perf_counter() - t0) * 1e3
+        exe, load_ms = loaded(artifact, n)
         sess = ort_session(data, n, quantized=True)
         got = [exe.run(f) for f in feeds]
         verdict = check(
