@@ -162,6 +162,22 @@ def refusals() -> list[Refusal]:
             "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
         )
     )
+    b = GraphBuilder(x=shape7)
+    out.append(
+        Refusal(
+            "clip(0, 6) of a rank-7 tensor",
+            b.done(b.op("clip", b.x["x"], a_min=0.0, a_max=6.0)),
+            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
+    b = GraphBuilder(x=shape7, y=shape7)
+    out.append(
+        Refusal(
+            "concatenate of rank-7 tensors on the last axis",
+            b.done(b.op("concatenate", b.op("nn.relu", b.x["x"]), b.op("nn.relu", b.x["y"]), axis=6)),
+            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
     b = GraphBuilder(x=(2, 3, 4, 5, 6, 7))
     out.append(
         Refusal(
