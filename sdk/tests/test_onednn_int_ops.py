@@ -103,6 +103,7 @@ GRID = [
     geometry(6, 6, 16, 8, p=1, batch=2),  # batch
     geometry(3, 3, 512, 16, p=1),  # long K = 4608
     geometry(1, 20, 300, 10, k=1),  # dense-like: 20 rows, K = 300
+    geometry(1, 5, 64, 128, k=1),  # 5 pixels, 128 channels: oneDNN's AVX512_CORE 1x1 kernel errs there
 ]
 
 
@@ -214,6 +215,46 @@ def check_requantize_grid(seed: int = 1) -> int:
     return checked
 
 
+#: Layers whose accumulators pass 2^24 (where float32 stops holding every integer).
+LARGE = [
+    geometry(7, 7, 512, 32, p=1),  # ResNet's last 3x3: 4608 taps (brgconv)
+    geometry(9, 9, 64, 32, k=9, p=4),  # a wide window: 5184 taps
+    geometry(3, 5, 2048, 32, k=1),  # 1x1 (brgconv_1x1)
+    geometry(1, 2, 9000, 16, k=1),  # dense-like
+]
+
+
+def check_large_sums(seed: int = 12) -> int:
+    """Sums past 2^24 with odd values, exact on every ISA, with and without a data zero point.
+
+    With VNNI and z_x = 0 (on the uint8 scale) oneDNN's s32 result is exact at any size and
+    the weights run in one part; a zero point makes oneDNN round through float32, so there
+    the parts keep every sum within 2^24.
+    """
+    p = probe()
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for g in LARGE:
+        for data_dtype, zx_offset in ((np.uint8, 0), (np.int8, 0), (np.uint8, 3)):
+            lo, hi = quant.dtype_range(data_dtype)
+            zx = lo + zx_offset
+            x = rng.integers(hi - 60, hi + 1, size=(1, g["h"], g["w"], g["c"])).astype(data_dtype)
+            w = rng.integers(-128, -90, size=(g["oc"], g["kh"], g["kw"], g["c"])).astype(np.int8)
+            want = reference(g, x, w, zx, [0])
+            assert np.abs(want).min() > 2 * 2**24 and (want % 2).any(), g
+            for threads, band_rows in ((1, 0), (2, 2)):
+                acc, parts, impl, _ = p.int_conv(g, x, w, zx, [0], "ohwi", threads, band_rows)
+                if p.int8_exact():
+                    assert "int8 path" in impl and (parts == 1) == (zx_offset == 0), (g, impl, parts)
+                np.testing.assert_array_equal(summed(acc, parts, g["oc"]), want, err_msg=f"{g} {impl} parts={parts}")
+                checked += want.size
+    return checked
+
+
+def test_sums_past_2_24_are_exact():
+    assert check_large_sums() > 5_000
+
+
 def test_int_conv_grid_is_exact():
     assert check_grid() > 50_000
 
@@ -320,7 +361,7 @@ def test_capped_isa_in_subprocess(isa):
     code = (
         "import test_onednn_int_ops as t, onednn_build as b; p = b.probe(); "
         "assert not p.int8_exact(), p.cpu_isa(); "
-        "print(p.cpu_isa(), t.check_grid(5), t.check_requantize_grid(6), t.auto_choices())"
+        "print(p.cpu_isa(), t.check_grid(5), t.check_requantize_grid(6), t.auto_choices(), t.check_large_sums())"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=Path(__file__).parent, env=env, capture_output=True, text=True, check=False

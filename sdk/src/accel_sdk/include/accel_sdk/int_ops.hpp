@@ -18,9 +18,11 @@
 //    depthwise convolutions (32-bit products on every ISA), a part's weights only have
 //    to be int8;
 //  - oneDNN's AVX2 int8 kernel hands the int32 result through float32 on the way out
-//    (measured off by one past 2^24), and other kernels may too: every part keeps
-//    255 * sum|w| <= 2^24 per channel, so channels with a larger sum (e.g. 3x3x512 taps
-//    averaging |w| > 14) take one more part.
+//    (measured off by one past 2^24), and so do the VNNI kernels when they apply a
+//    source zero point: there every part keeps 255 * sum|w| <= 2^24 per channel, so
+//    channels with a larger sum (e.g. 3x3x512 taps averaging |w| > 14) take one more
+//    part. With VNNI and z_x = 0 (data after a ReLU, mostly) the int32 result is exact at
+//    any size (tested past 2^27), so int8 weights run in one part there.
 // int8 data is shifted to uint8 (x + 128, z_x + 128) on the way in, so oneDNN always runs
 // u8 x s8; z_x is oneDNN's run-time source zero point, which also makes padding count as
 // z_x. Accumulators must fit int32: create refuses a channel whose 255 * sum |w - z_w|
@@ -54,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -313,14 +316,18 @@ class IntConv {
       }
     }
     // Pieces of each centred weight go to parts: without VNNI |piece| <= 64, with VNNI an
-    // int8. A part also keeps 255 * sum|piece| <= 2^24 per channel: oneDNN's int8 kernels
-    // pass the int32 result through float32 on the way out (exact up to 2^24).
+    // int8. A part also keeps 255 * sum|piece| <= 2^24 per channel where oneDNN passes the
+    // int32 result through float32 on the way out (exact up to 2^24): the AVX2 int8
+    // kernel always, and the VNNI kernels whenever they apply a post-op, which a source
+    // zero point is. With VNNI and z_x = 0 the s32 result is exact at any size (tested
+    // past 2^27 on brgconv and brgconv_1x1, AVX2_VNNI and AVX512_CORE_VNNI): no budget.
     // Depthwise kernels multiply in 32 bits (measured exact without VNNI too), and a
     // depthwise convolution with parts would have a channel multiplier, which only
     // oneDNN's reference kernel runs.
     const bool exact = int8_exact() || s_.depthwise();
     const std::int32_t hi = exact ? 127 : 64, lo = exact ? -128 : -64;
-    constexpr std::int64_t kBudget = (std::int64_t{1} << 24) / 255;  // 65793
+    const std::int64_t budget =
+        int8_exact() && zx_ == 0 ? std::numeric_limits<std::int64_t>::max() : (std::int64_t{1} << 24) / 255;
     std::vector<std::vector<std::int32_t>> parts;  // parts[p][o * taps + t]
     std::vector<std::vector<std::int64_t>> used;   // used[p][o]: sum|piece| of part p, channel o
     std::vector<std::size_t> taken;                // parts holding a piece of the current tap
@@ -333,7 +340,7 @@ class IntConv {
           const std::int64_t a = piece < 0 ? -piece : piece;
           std::size_t q = 0;
           while (q < parts.size() && (std::find(taken.begin(), taken.end(), q) != taken.end() ||
-                                      used[q][static_cast<std::size_t>(o)] + a > kBudget)) {
+                                      used[q][static_cast<std::size_t>(o)] + a > budget)) {
             ++q;
           }
           if (q == parts.size()) {
@@ -433,9 +440,15 @@ class IntConv {
     // Bands run concurrently on several threads: each call brings its own scratchpad
     // (oneDNN's library-managed one may be shared between threads; its f32 kernels use it).
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::convolution_forward::primitive_desc pd(
+    dnnl::convolution_forward::primitive_desc pd(
         engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md, w_any, b.dst_md,
         {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {b.pad_t, win.pl}, {b.pad_b, win.pr}, attr);
+    // oneDNN 3.2's jit_int8_1x1 kernel for AVX512_CORE without VNNI returns wrong sums for
+    // exactly 5 output pixels and 128 or more output channels (measured: every other count
+    // from 1 to 29 is right): take the next implementation there.
+    while (N * b.out_rows * s_.out_w() == 5 && std::string(pd.impl_info_str()) == "jit_int8_1x1:avx512_core" &&
+           pd.next_impl()) {
+    }
     b.prim = dnnl::convolution_forward(pd);
     b.scratch_md = pd.scratchpad_desc();
     b.impl = std::string(pd.impl_info_str()) + (f32_ ? " (f32 path)" : " (int8 path)");
