@@ -265,6 +265,15 @@ class RequantizeOp final : public accel_sdk::Kernel<Call> {
     n_ = x.shape.elements();
     in_ = x.dtype;
     out_ = y.dtype;
+    if (in_ != ACCEL_INT32) {
+      table_.resize(channels_ * 256);
+      for (std::size_t k = 0; k < channels_; ++k) {
+        for (int b = 0; b < 256; ++b) {
+          const std::int64_t v = in_ == ACCEL_INT8 ? static_cast<std::int8_t>(b) : b;
+          table_[k * 256 + static_cast<std::size_t>(b)] = static_cast<std::int32_t>(r_.apply(v, k));
+        }
+      }
+    }
     this->ins = {c.n.inputs[0]};
     this->outs = {c.n.outputs[0]};
   }
@@ -290,12 +299,35 @@ class RequantizeOp final : public accel_sdk::Kernel<Call> {
   void go(Exec& e) const {
     const In* x = static_cast<const In*>(e.ptr[this->ins[0]]);
     Out* y = static_cast<Out*>(e.ptr[this->outs[0]]);
+    if (sizeof(In) == 1) {  // 8-bit input: a table of every result (256 per channel), built once
+      table<In, Out>(x, y);
+      return;
+    }
     for (std::size_t i = 0; i < n_; ++i) y[i] = static_cast<Out>(r_.apply(x[i], channels_ == 1 ? 0 : (i / inner_) % channels_));
+  }
+
+  // y[i] = table[channel][byte of x[i]]: a requantize of 8-bit data (the widening before an
+  // integer average pool, a dtype change) has 256 possible results per channel.
+  template <class In, class Out>
+  void table(const In* x, Out* y) const {
+    const std::int32_t* t = table_.data();
+    if (channels_ == 1) {
+      for (std::size_t i = 0; i < n_; ++i) y[i] = static_cast<Out>(t[static_cast<std::uint8_t>(x[i])]);
+      return;
+    }
+    for (std::size_t i = 0; i < n_;) {  // runs of inner_ elements share a channel
+      for (std::size_t k = 0; k < channels_ && i < n_; ++k) {
+        const std::int32_t* tk = t + k * 256;
+        const std::size_t end = std::min(n_, i + inner_);
+        for (; i < end; ++i) y[i] = static_cast<Out>(tk[static_cast<std::uint8_t>(x[i])]);
+      }
+    }
   }
 
   Requant r_;
   std::size_t channels_ = 1, inner_ = 1, n_ = 0;
   std::int32_t in_ = 0, out_ = 0;
+  std::vector<std::int32_t> table_;  // 8-bit input: channel k's result for byte b at [k * 256 + b]
 };
 
 template <class Call>

@@ -205,6 +205,20 @@ def qnn_dense(dtype: str = "uint8", per_channel: bool = True, bias: bool = True)
     return b.done(y)
 
 
+def byte_requantize(dtype: str, out_dtype: str, per_axis: bool) -> Graph:
+    """qnn.requantize of 8-bit data (every byte value, per tensor or per channel of axis 1):
+    the runtime's table of results per channel must match the definition."""
+    lo, hi = quant.dtype_range(dtype)
+    shape = (2, 5, 16, 16)
+    if per_axis:
+        q = QuantParams(np.float32([0.02, 0.05, 0.11, 0.3, 0.07]), np.int32([lo + 1, lo + 50, 0, hi - 3, lo + 128]), 1)
+    else:
+        q = QuantParams(np.float32(0.05), lo + 77)
+    b = GraphBuilder(x=TensorType(shape, dtype, q))
+    out_scale, out_zp = (0.001, 0) if out_dtype == "int32" else (0.09, 3 if out_dtype == "uint8" else -2)
+    return b.done(b.op("qnn.requantize", b.x["x"], out_scale=out_scale, out_zero_point=out_zp, out_dtype=out_dtype))
+
+
 def qnn_network(dtype: str = "uint8", conv: bool = True) -> Graph:
     """qnn.add, requantize to int32 → global average → requantize, max pools, the cast average pool,
     concatenate, reshape, around quantized convolutions."""

@@ -101,6 +101,13 @@ def test_qnn_ops(dtype):
     check(cases.qnn_network(dtype))
 
 
+@pytest.mark.parametrize("per_axis", [False, True])
+@pytest.mark.parametrize("out_dtype", ["uint8", "int8", "int32"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_byte_requantize(dtype, out_dtype, per_axis):
+    check(cases.byte_requantize(dtype, out_dtype, per_axis))
+
+
 def _rerun(env: dict[str, str], select: str) -> None:
     here = Path(__file__).parent
     proc = subprocess.run(
