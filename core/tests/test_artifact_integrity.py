@@ -362,3 +362,117 @@ def test_manifest_partition_on_a_backend_its_target_does_not_list(data: bytes) -
 
     with pytest.raises(ArtifactError, match="runs on 'fake', which the manifest's target and backend list"):
         _load(_edited(data, edit))
+
+
+def test_graph_text_is_the_graph_document() -> None:
+    """The graph member is written directly as text: exactly the document graph_to_json gives, encoded."""
+    from accel.ir import Graph, QuantParams, TensorType, Value
+    from accel.serialize import dump_json, graph_to_json_bytes
+
+    art = _artifact()
+    x = Value("x", TensorType((2, 3), "int8", QuantParams([0.5, 0.25, 0.125], [1, 2, 3], axis=1)))
+    quantized = Graph([x], [], [])
+    relu = quantized.new_node("nn.relu", [x], {})
+    quantized.nodes, quantized.outputs = [relu], [relu.output]
+    assert relu.output.type.quant is not None
+    for graph in (art.graph, quantized):
+        text, arrays = graph_to_json_bytes(graph)
+        doc, want = graph_to_json(graph)
+        assert text == dump_json(doc)
+        assert list(arrays) == list(want) and all(arrays[k] is want[k] for k in want)
+
+
+def _as_version_1(data: bytes) -> bytes:
+    """``data`` rewritten as format version 1 wrote it: types as mappings, every key present, the
+    report a dict per node and partition."""
+
+    def graph(doc: dict) -> dict:
+        def typ(t: list) -> dict:
+            return {"shape": t[0], "dtype": t[1], "quant": t[2] if len(t) > 2 else None}
+
+        out = {
+            "name": doc["name"],
+            "inputs": [{"name": v["name"], "type": typ(v["type"])} for v in doc["inputs"]],
+            "outputs": doc["outputs"],
+            "constants": [{**c, "type": typ(c["type"])} for c in doc.get("constants", [])],
+            "nodes": [],
+        }
+        for n in doc["nodes"]:
+            node = {
+                "name": n["name"],
+                "op": n["op"],
+                "inputs": n["inputs"],
+                "attrs": n.get("attrs", {}),
+                "outputs": [{"name": v["name"], "type": typ(v["type"])} for v in n["outputs"]],
+            }
+            if "body" in n:
+                node["body"] = graph(n["body"])
+            out["nodes"].append(node)
+        return out
+
+    def edit(m: dict[str, bytes]) -> None:
+        doc = json.loads(m["graph.json"])
+        m["graph.json"] = json.dumps({"format": "accel-graph", "version": 1, **graph(doc)}).encode()
+        report = json.loads(m["report.json"])
+        for key in ("nodes", "partitions"):
+            columns = report[key]
+            report[key] = [dict(zip(columns, row)) for row in zip(*columns.values())]
+        m["report.json"] = json.dumps(report).encode()
+        manifest = json.loads(m["manifest.json"])
+        manifest["format_version"] = 1
+        m["manifest.json"] = json.dumps(manifest).encode()
+
+    return _edited(data, edit, rehash=True)
+
+
+def test_format_version_1_still_loads(data: bytes) -> None:
+    old = _as_version_1(data)
+    assert json.loads(_members(old)["manifest.json"])["format_version"] == 1
+    assert _fingerprint(_load(old)) == _fingerprint(_load(data))
+
+
+def test_report_columns_are_checked(data: bytes) -> None:
+    for change in (
+        lambda cols: cols.pop("op"),
+        lambda cols: cols.update(colour=[1] * len(cols["name"])),
+        lambda cols: cols["name"].pop(),
+        lambda cols: cols.update(name="abc"),
+    ):
+
+        def edit(m: dict[str, bytes], change: Callable = change) -> None:
+            report = json.loads(m["report.json"])
+            change(report["nodes"])
+            m["report.json"] = json.dumps(report).encode()
+
+        with pytest.raises(ArtifactError, match=r"report\.json|cannot be read") as exc:
+            _load(_edited(data, edit, rehash=True))
+        assert "\n" not in str(exc.value)
+
+
+def _zip_members(data: bytes) -> list[tuple[str, bytes]]:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        assert zf.testzip() is None
+        return [(i.filename, zf.read(i)) for i in zf.infolist()]
+
+
+def test_stored_zip_is_what_zipfile_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import accel.artifact as artifact_module
+    from accel.artifact import stored_zip
+
+    members = [("manifest.json", b"{}"), ("graph.json", b"[1]"), ("partitions/\u00e9t\u00e9_0.bin", bytes(range(256)))]
+    members.append(("empty", b""))
+    assert _zip_members(stored_zip(members)) == members
+    with zipfile.ZipFile(io.BytesIO(stored_zip(members))) as zf:
+        infos = zf.infolist()
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in infos)
+        assert infos[2].flag_bits & 0x800 and not infos[0].flag_bits
+    # more members than the end record counts: zip64 end records
+    many = [(f"partitions/p{i}.bin", i.to_bytes(3, "little")) for i in range(70_000)]
+    assert _zip_members(stored_zip(many)) == many
+    # offsets past the limit (made small here): each in a zip64 extra field, and zip64 end records
+    monkeypatch.setattr(artifact_module, "_ZIP64_LIMIT", 300)
+    wide = [(f"m{i}", bytes([i]) * 100) for i in range(8)]
+    assert _zip_members(stored_zip(wide)) == wide
+    # a member over the limit is written by zipfile, with zip64 sizes
+    large = [("a", b"x" * 50), ("b", b"y" * 400)]
+    assert _zip_members(stored_zip(large)) == large

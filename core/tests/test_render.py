@@ -170,19 +170,28 @@ def test_json_round_trips_through_report_from_json():
 
 
 def test_report_to_json_is_its_fields_copied():
-    """Report.to_json (what artifacts store) equals dataclasses.asdict, and shares no list or dict."""
+    """Report.to_json (what artifacts store) is dataclasses.asdict with nodes and partitions by
+    column, shares no list or dict, and reads back; from_json reads a dict per node too."""
     from dataclasses import asdict
 
     report = sample()
     report.timings["partition"] = 0.5
     report.types["x"] = "float32[1]"
     doc = report.to_json()
-    assert doc == asdict(report)
-    doc["nodes"][0]["inputs"].append("extra")
-    doc["nodes"][0]["reasons"]["extra"] = "?"
-    doc["partitions"][0]["nodes"].append("extra")
+    rows = asdict(report)
+    for key in ("nodes", "partitions"):
+        assert [dict(zip(doc[key], row)) for row in zip(*doc[key].values())] == rows[key]
+    assert {k: v for k, v in doc.items() if k not in ("nodes", "partitions")} == {
+        k: v for k, v in rows.items() if k not in ("nodes", "partitions")
+    }
+    assert Report.from_json(doc) == report == Report.from_json(rows)
+    doc["nodes"]["inputs"][0].append("extra")
+    doc["nodes"]["reasons"][0]["extra"] = "?"
+    doc["partitions"]["nodes"][0].append("extra")
     doc["target"].append("extra")
-    assert report.to_json() == asdict(report) != doc
+    assert report.to_json() != doc and asdict(report) == rows
+    empty = Report([], [], []).to_json()
+    assert empty["nodes"]["name"] == [] and Report.from_json(empty) == Report([], [], [])
 
 
 def test_json_of_an_empty_report():

@@ -450,12 +450,19 @@ def test_graph_document_types_are_shared_and_still_checked() -> None:
     g = graph_from_json(doc, arrays)
     relu, add = g.nodes[1], g.nodes[0]
     assert relu.output.type is add.output.type and g.inputs[0].type is add.output.type
-    doc["nodes"][0]["outputs"][0]["type"]["shape"] = [1, -4]
+    # (a document's values of one type share that type's list: each edit sets a new one)
+    out = doc["nodes"][0]["outputs"][0]
+    out["type"] = [[1, -4], "float32"]
     with pytest.raises(SerializationError, match="negative dimension"):
         graph_from_json(doc, arrays)
-    doc["nodes"][0]["outputs"][0]["type"]["shape"] = [1, [4]]
-    with pytest.raises(SerializationError, match="invalid graph document"):
-        graph_from_json(doc, arrays)
+    for bad in ([[1, [4]], "float32"], [[1, 4]], [[1, 4], "float32", None], "float32[1,4]", [4, "float32"]):
+        out["type"] = bad
+        with pytest.raises(SerializationError, match="invalid") as exc:
+            graph_from_json(doc, arrays)
+        one_line(exc)
+    # a version 1 document (types as mappings, every key present) reads as well
+    out["type"] = {"shape": [1, 4], "dtype": "float32", "quant": None}
+    assert str(graph_from_json({**doc, "version": 1}, arrays)) == str(g)
 
 
 def test_sparse_initializer_expanding_past_the_budget_is_refused() -> None:

@@ -6,7 +6,11 @@ Members::
     graph.json             the host graph (accel.serialize format); partitions are ``call`` nodes
     constants/<key>.npy    its constants (read with allow_pickle=False)
     partitions/<name>.bin  one blob per partition, in its backend's own format
-    report.json            the partition report
+    report.json            the partition report (Report.to_json: nodes and partitions by column)
+
+Format version 2 writes the graph in version 2 of the graph document (types as
+``[shape, dtype]``, empty keys left out) and the report by column; version 1
+(the version 1 graph document, the report a dict per node) is read too.
 
 Loading runs no code from the file: it checks the manifest, every member's
 hash and every version first, then asks each backend's runtime to validate
@@ -19,14 +23,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import os
+import struct
+import sys
+import time
 import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from accel.abi import ARTIFACT_ABI_VERSIONS
@@ -37,11 +43,13 @@ from accel.ir import CALL_OP, Graph, collector_paused
 from accel.limits import load_json
 from accel.report import Report
 from accel.runtime import Executable, create_handle, resolve_threads
-from accel.serialize import graph_from_json, graph_to_json, load_npy
+from accel.serialize import dump_json, graph_from_json, graph_to_json_bytes, load_npy, npy_bytes
 from accel.target import CompositeTarget
 
 FORMAT = "accel-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Format versions this accel-core reads.
+READS_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 #: Largest member accepted when loading (4 GiB).
 MAX_MEMBER_BYTES = 1 << 32
@@ -142,19 +150,16 @@ class Artifact:
         from accel import __version__
 
         members: dict[str, bytes] = {}
-        doc, arrays = graph_to_json(self.graph)
-        members["graph.json"] = json.dumps(doc, separators=(",", ":")).encode()
+        members["graph.json"], arrays = graph_to_json_bytes(self.graph)
+        headers: dict[tuple[str, tuple[int, ...]], bytes] = {}
         for key, arr in arrays.items():
-            buf = io.BytesIO()
-            # asarray, not ascontiguousarray: that one turns a 0-d constant into shape (1,)
-            np.save(buf, np.asarray(arr, order="C"), allow_pickle=False)
-            members[f"constants/{key}.npy"] = buf.getvalue()
+            members[f"constants/{key}.npy"] = npy_bytes(arr, headers)
         records = []
         for name, backend in self.partitions:
             path = f"partitions/{name}.bin"
             members[path] = self.blobs[name]
             records.append(PartitionRecord(name=name, backend=backend, blob=path))
-        members["report.json"] = json.dumps(self.report.to_json(), separators=(",", ":")).encode()
+        members["report.json"] = dump_json(self.report.to_json())
         used = {b for _, b in self.partitions}
         manifest = Manifest(
             accel_core_version=__version__,
@@ -169,17 +174,71 @@ class Artifact:
             partitions=records,
             members={k: hashlib.sha256(v).hexdigest() for k, v in members.items()},
         )
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
-            zf.writestr(MANIFEST, manifest.model_dump_json(indent=1))
-            for k, v in members.items():
-                zf.writestr(k, v)
-        return out.getvalue()
+        return stored_zip([(MANIFEST, manifest.model_dump_json(indent=1).encode()), *members.items()])
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the artifact atomically (a temporary file renamed into place; see :mod:`accel.files`)."""
         data = self.to_bytes()
         return write_output(path, f"artifact {str(os.fspath(path))!r}", ArtifactError, lambda f: f.write(data))
+
+
+# The zip structures stored_zip writes (APPNOTE.TXT 4.3; as zipfile's own struct formats)
+_LOCAL = struct.Struct("<4s2B4HL2L2H")
+_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
+_END = struct.Struct("<4s4H2LH")
+_END64 = struct.Struct("<4sQ2H2L4Q")
+_END64_LOCATOR = struct.Struct("<4sLQL")
+_U32 = 0xFFFFFFFF
+_ZIP64_LIMIT = (1 << 31) - 1  # (zipfile's: larger sizes and offsets are written in zip64 fields)
+
+
+def stored_zip(members: list[tuple[str, bytes]]) -> bytes:
+    """A zip file of ``members`` (name, bytes), each stored (not compressed), as
+    :class:`zipfile.ZipFile` writes them with ``ZIP_STORED``: the same headers, the time of
+    writing, zip64 offsets and end records past 65,535 members or 2 GiB. One pass over the members
+    without zipfile's work per member, which is most of the time for an artifact of many small
+    blobs; a member over 2 GiB (which needs zip64 sizes) is left to zipfile."""
+    if any(len(data) > _ZIP64_LIMIT for _, data in members):
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
+            for name, data in members:
+                zf.writestr(name, data)
+        return out.getvalue()
+    now = time.localtime(time.time())
+    dos_time = now.tm_hour << 11 | now.tm_min << 5 | now.tm_sec // 2
+    dos_date = (now.tm_year - 1980) << 9 | now.tm_mon << 5 | now.tm_mday
+    system = 0 if sys.platform == "win32" else 3
+    attr = 0o600 << 16  # (zipfile.writestr's for a name)
+    chunks: list[bytes] = []
+    central: list[bytes] = []
+    offset = 0
+    for name, data in members:
+        try:
+            raw, flags = name.encode("ascii"), 0
+        except UnicodeEncodeError:
+            raw, flags = name.encode("utf-8"), 0x800
+        crc, size = zlib.crc32(data), len(data)
+        head = _LOCAL.pack(b"PK\x03\x04", 20, 0, flags, 0, dos_time, dos_date, crc, size, size, len(raw), 0)
+        if offset <= _ZIP64_LIMIT:
+            extra, version, at = b"", 20, offset
+        else:  # the header's offset in a zip64 extra field
+            extra, version, at = struct.pack("<HHQ", 1, 8, offset), 45, _U32
+        entry = _CENTRAL.pack(
+            b"PK\x01\x02", version, system, version, 0, flags, 0, dos_time, dos_date, crc, size, size,
+            len(raw), len(extra), 0, 0, 0, attr, at,
+        )  # fmt: skip
+        central.append(entry + raw + extra)
+        chunks += (head, raw, data)
+        offset += len(head) + len(raw) + size
+    directory = b"".join(central)
+    count, start, length = len(members), offset, len(directory)
+    chunks.append(directory)
+    if count >= 0xFFFF or start > _ZIP64_LIMIT or length > _ZIP64_LIMIT:
+        chunks.append(_END64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, length, start))
+        chunks.append(_END64_LOCATOR.pack(b"PK\x06\x07", 0, start + length, 1))
+        count, start, length = min(count, 0xFFFF), min(start, _U32), min(length, _U32)
+    chunks.append(_END.pack(b"PK\x05\x06", 0, 0, count, count, length, start, 0))
+    return b"".join(chunks)
 
 
 def read_artifact(path: str | os.PathLike[str], *, backends: Mapping[str, type[Backend]] | None = None) -> Artifact:
@@ -207,9 +266,10 @@ def _artifact_from_bytes(data: bytes, where: str, backends: Mapping[str, type[Ba
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err.get("loc", ()))
         raise ArtifactError(f"{where}: manifest.json is invalid at {loc or 'top level'}: {err.get('msg')}") from None
-    if manifest.format_version != FORMAT_VERSION:
+    if manifest.format_version not in READS_VERSIONS:
         raise ArtifactError(
-            f"{where}: artifact format version {manifest.format_version}; this accel-core reads version {FORMAT_VERSION}"
+            f"{where}: artifact format version {manifest.format_version}; this accel-core reads versions "
+            f"{', '.join(map(str, READS_VERSIONS[:-1]))} and {READS_VERSIONS[-1]}"
         )
     listed, present = set(manifest.members), set(members)
     if listed != present:

@@ -1078,9 +1078,14 @@ def compile(
     _check_outputs([(out_path, "--output"), (report, "--report")], [model if output is not None else None, target])
     t0 = time.perf_counter()
     with err.status(Text(f"compiling {model.name} for {tgt.describe()} ..."), spinner="dots") as status:
+        shown = [0.0]
 
         def progress(stage: str, done: int, total: int) -> None:
-            status.update(Text(f"compiling {model.name}: {stage} {done}/{total} ..."))
+            # (called once per partition: the line changes at most 20 times a second, as it can be read)
+            now = time.perf_counter()
+            if now - shown[0] >= 0.05 or done == 0 or done == total:
+                shown[0] = now
+                status.update(Text(f"compiling {model.name}: {stage} {done}/{total} ..."))
 
         artifact = compile_model(model, target=tgt, input_shapes=shapes, progress=progress, tune=tune_options)
         html = report_to_html(artifact.report, f"{model.name} on {tgt.describe()}") if report is not None else ""

@@ -5,15 +5,20 @@ references by key; ``graph_from_json`` rebuilds the graph from both.
 ``save_graph``/``load_graph`` put them in one zip file: ``graph.json`` plus
 ``constants/<key>.npy``, read back with ``allow_pickle=False``.
 
-Document layout (``format: "accel-graph"``, ``version: 1``)::
+Document layout (``format: "accel-graph"``, ``version: 2``)::
 
     {"name": ..., "inputs": [{"name", "type"}], "outputs": ["name", ...],
-     "constants": [{"name", "type", "data": key}],
-     "nodes": [{"name", "op", "inputs": ["name", ...], "attrs": {...},
+     "constants": [{"name", "type", "data": key}]?,
+     "nodes": [{"name", "op", "inputs": ["name", ...], "attrs": {...}?,
                 "outputs": [{"name", "type"}], "body": <graph document>?}]}
 
-A type is ``{"shape": [...], "dtype": "float32", "quant": {"scale": [...],
-"zero_point": [...], "axis": int | null} | null}``.
+Keys marked ``?`` are left out when empty (no constants, no attributes, no
+body). A type is ``[shape, dtype]`` (``[[1, 64, 56, 56], "float32"]``), or
+``[shape, dtype, {"scale": [...], "zero_point": [...], "axis": int | null}]``
+for a quantized tensor.
+
+Version 1 documents are read too: there a type is ``{"shape": [...],
+"dtype": ..., "quant": {...} | null}`` and every key is present.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import io
 import json
 import os
 import zipfile
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 import numpy as np
+import pydantic_core
 
 from accel.errors import AccelError, SerializationError
 from accel.files import open_regular, write_output
@@ -33,42 +40,78 @@ from accel.limits import MAX_JSON_DEPTH, check_depth, json_depth, load_json
 from accel.ops.registry import complete_attrs, get_op
 
 FORMAT = "accel-graph"
-VERSION = 1
+VERSION = 2
+#: Document versions :func:`graph_from_json` reads.
+READS = (1, 2)
 #: Largest total of member sizes :func:`load_graph` accepts (16 GiB).
 MAX_GRAPH_FILE_BYTES = 1 << 34
 
 
-def type_to_json(t: TensorType) -> dict[str, Any]:
-    q = None
-    if t.quant is not None:
-        q = {
-            "scale": t.quant.scale.reshape(-1).tolist(),
-            "zero_point": t.quant.zero_point.reshape(-1).tolist(),
-            "axis": t.quant.axis,
-        }
-    return {"shape": list(t.shape), "dtype": t.dtype, "quant": q}
+def type_to_json(t: TensorType) -> list[Any]:
+    """``t`` as a document writes it: ``[shape, dtype]``, with the quantization parameters third."""
+    if t.quant is None:
+        return [list(t.shape), t.dtype]
+    q = {
+        "scale": t.quant.scale.reshape(-1).tolist(),
+        "zero_point": t.quant.zero_point.reshape(-1).tolist(),
+        "axis": t.quant.axis,
+    }
+    return [list(t.shape), t.dtype, q]
 
 
-def type_from_json(d: dict[str, Any], seen: dict[tuple[Any, ...], TensorType] | None = None) -> TensorType:
-    """The type ``d`` describes. ``seen`` remembers unquantized types by shape and dtype, so
-    that a document's many values of a few types share them (each is checked once)."""
-    q = d.get("quant")
+def type_from_json(d: Any, seen: dict[tuple[Any, ...], TensorType] | None = None) -> TensorType:
+    """The type ``d`` describes (either version's form). ``seen`` remembers unquantized types by
+    shape and dtype, so that a document's many values of a few types share them (each is checked once)."""
+    if type(d) is list:
+        if len(d) == 2:
+            shape, dtype = d
+            q = None
+        elif len(d) == 3:
+            shape, dtype, q = d
+            if q is None:
+                raise SerializationError(f"invalid type {d!r}: the third item is the quantization parameters")
+        else:
+            raise SerializationError(f"invalid type {d!r}: expected [shape, dtype] or [shape, dtype, quant]")
+        if type(shape) is not list:
+            raise SerializationError(f"invalid type {d!r}: the shape is not a list")
+    else:
+        shape, dtype, q = d["shape"], d["dtype"], d.get("quant")
     if q is not None:
-        return TensorType(tuple(d["shape"]), d["dtype"], QuantParams(q["scale"], q["zero_point"], q["axis"]))
+        return TensorType(tuple(shape), dtype, QuantParams(q["scale"], q["zero_point"], q["axis"]))
     if seen is None:
-        return TensorType(tuple(d["shape"]), d["dtype"])
-    key = (*d["shape"], d["dtype"])
+        return TensorType(tuple(shape), dtype)
+    key = (*shape, dtype)
     found = seen.get(key)
     if found is None:
-        found = seen[key] = TensorType(tuple(d["shape"]), d["dtype"])
+        found = seen[key] = TensorType(tuple(shape), dtype)
     return found
 
 
 def graph_to_json(graph: Graph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The graph's document and the constant arrays it names by key.
+
+    The document may hold one object in several places (a type's list, written
+    for every value of that type; the attributes of nodes that share them): copy it (``json.loads(json.dumps(doc))``)
+    before editing it in place."""
     arrays: dict[str, np.ndarray] = {}
     keys: dict[int, str] = {}
+    # a graph has few distinct types: each one's form is made once (keyed by identity: the
+    # graph keeps its types alive while the document is made)
+    types: dict[int, list[Any]] = {}
+    attr_docs: dict[int, dict[str, Any]] = {}  # likewise the nodes' attributes, many shared (frozen) mappings
+
+    def type_of(t: TensorType) -> list[Any]:
+        found = types.get(id(t))
+        if found is None:
+            found = types[id(t)] = type_to_json(t)
+        return found
 
     def encode(g: Graph) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "name": g.name,
+            "inputs": [{"name": v.name, "type": type_of(v.type)} for v in g.inputs],
+            "outputs": [v.name for v in g.outputs],
+        }
         consts = []
         for v in g.constants():
             const = v.const
@@ -77,39 +120,162 @@ def graph_to_json(graph: Graph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             if key is None:
                 key = keys[id(const)] = f"c{len(keys)}"
                 arrays[key] = const
-            consts.append({"name": v.name, "type": type_to_json(v.type), "data": key})
+            consts.append({"name": v.name, "type": type_of(v.type), "data": key})
+        if consts:
+            doc["constants"] = consts
         nodes = []
-        for n in g.nodes:
-            d: dict[str, Any] = {
-                "name": n.name,
-                "op": n.op,
-                "inputs": [v.name for v in n.inputs],
-                "attrs": dict(n.attrs),
-                "outputs": [{"name": v.name, "type": type_to_json(v.type)} for v in n.outputs],
-            }
+        for n in g.nodes:  # (the graph's bulk: lookups written out)
+            d: dict[str, Any] = {"name": n.name, "op": n.op, "inputs": [v.name for v in n.inputs]}
+            attrs = n.attrs
+            if attrs:
+                found = attr_docs.get(id(attrs))
+                if found is None:
+                    found = attr_docs[id(attrs)] = dict(attrs)
+                d["attrs"] = found
+            outs = []
+            for v in n.outputs:
+                t = v.type
+                found_type = types.get(id(t))
+                if found_type is None:
+                    found_type = types[id(t)] = type_to_json(t)
+                outs.append({"name": v.name, "type": found_type})
+            d["outputs"] = outs
             if n.body is not None:
                 d["body"] = encode(n.body)
             nodes.append(d)
-        return {
-            "name": g.name,
-            "inputs": [{"name": v.name, "type": type_to_json(v.type)} for v in g.inputs],
-            "outputs": [v.name for v in g.outputs],
-            "constants": consts,
-            "nodes": nodes,
-        }
+        doc["nodes"] = nodes
+        return doc
 
     doc = encode(graph)
     doc = {"format": FORMAT, "version": VERSION, **doc}
     return doc, arrays
 
 
+def graph_to_json_bytes(graph: Graph) -> tuple[bytes, dict[str, np.ndarray]]:
+    """``graph_to_json(graph)``'s document as compact JSON text (as :func:`dump_json` writes it:
+    ``json.loads`` of it equals the document) and its arrays, under the same keys.
+
+    Written directly, without the document's millions of small objects for a large graph (made,
+    encoded and freed, they took three times as long): what :meth:`accel.artifact.Artifact.save`
+    writes. Types and attributes are each encoded once (by identity, then by value)."""
+    enc = encode_basestring_ascii
+    arrays: dict[str, np.ndarray] = {}
+    keys: dict[int, str] = {}
+    type_texts: dict[int, str] = {}
+    attr_texts: dict[int, str] = {}
+    attr_by_value: dict[tuple[Any, ...], str] = {}
+    out: list[str] = []
+    put = out.append
+
+    def type_text(t: TensorType) -> str:
+        found = type_texts.get(id(t))
+        if found is None:
+            found = type_texts[id(t)] = dump_json(type_to_json(t)).decode()
+        return found
+
+    def attrs_text(attrs: Any) -> str:
+        found = attr_texts.get(id(attrs))
+        if found is None:
+            items = tuple(attrs.items())
+            try:
+                found = attr_by_value.get(items)
+                hashable = True
+            except TypeError:  # (an unhashable value: encoded as it is)
+                hashable = False
+            if found is None:
+                found = dump_json(dict(attrs)).decode()
+                if hashable:
+                    attr_by_value[items] = found
+            attr_texts[id(attrs)] = found
+        return found
+
+    def write(g: Graph) -> None:
+        put('"name":')
+        put(enc(g.name))
+        put(',"inputs":[')
+        put(",".join(f'{{"name":{enc(v.name)},"type":{type_text(v.type)}}}' for v in g.inputs))
+        put('],"outputs":[')
+        put(",".join([enc(v.name) for v in g.outputs]))
+        put("]")
+        consts = []
+        for v in g.constants():
+            const = v.const
+            assert const is not None  # constants() yields only values that have one
+            key = keys.get(id(const))
+            if key is None:
+                key = keys[id(const)] = f"c{len(keys)}"
+                arrays[key] = const
+            consts.append(f'{{"name":{enc(v.name)},"type":{type_text(v.type)},"data":"{key}"}}')
+        if consts:
+            put(',"constants":[')
+            put(",".join(consts))
+            put("]")
+        put(',"nodes":[')
+        sep = ""
+        for n in g.nodes:  # (the graph's bulk: lookups written out)
+            put(f'{sep}{{"name":{enc(n.name)},"op":{enc(n.op)},"inputs":[{",".join([enc(v.name) for v in n.inputs])}]')
+            sep = ","
+            attrs = n.attrs
+            if attrs:
+                text = attr_texts.get(id(attrs))
+                put(',"attrs":')
+                put(text if text is not None else attrs_text(attrs))
+            outs = []
+            for v in n.outputs:
+                t = v.type
+                text = type_texts.get(id(t))
+                outs.append(f'{{"name":{enc(v.name)},"type":{text if text is not None else type_text(t)}}}')
+            put(',"outputs":[')
+            put(",".join(outs))
+            put("]")
+            if n.body is not None:
+                put(',"body":{')
+                write(n.body)
+                put("}")
+            put("}")
+        put("]")
+
+    put(f'{{"format":{enc(FORMAT)},"version":{VERSION},')
+    write(graph)
+    put("}")
+    return "".join(out).encode(), arrays
+
+
+def _fast_json_encoder() -> bool:
+    """Whether pydantic-core's encoder writes infinities and NaN as ``json`` does (its
+    ``inf_nan_mode``, which older pydantic-core releases lack)."""
+    try:
+        return pydantic_core.to_json(float("inf"), inf_nan_mode="constants") == b"Infinity"
+    except TypeError:
+        return False
+
+
+_FAST_JSON = _fast_json_encoder()
+
+
+def dump_json(doc: Any) -> bytes:
+    """``doc`` (dicts with string keys, lists, tuples, strings, numbers, booleans, None) as compact
+    UTF-8 JSON text: the document ``json.dumps(doc, separators=(",", ":"))`` writes, non-ASCII
+    characters as themselves instead of escapes and some floats in another notation of the same
+    value (``0.00001`` for ``1e-05``), by pydantic-core's encoder (about three times faster on a
+    large graph document). What that encoder refuses (another type, a lone surrogate) goes through
+    ``json.dumps``, which writes it or raises its own error as before."""
+    if _FAST_JSON:
+        try:
+            return pydantic_core.to_json(doc, inf_nan_mode="constants")
+        except pydantic_core.PydanticSerializationError:
+            pass
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 def graph_from_json(doc: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
     """Rebuild a graph; any inconsistency is a :class:`SerializationError`."""
     if not isinstance(doc, dict) or doc.get("format", FORMAT) != FORMAT:
         raise SerializationError("not an accel graph document")
-    if doc.get("version", VERSION) != VERSION:
+    if doc.get("version", VERSION) not in READS:
         raise SerializationError(
-            f"graph format version {doc.get('version')} is not supported (this accel reads {VERSION})"
+            f"graph format version {doc.get('version')} is not supported "
+            f"(this accel reads {' and '.join(map(str, READS))})"
         )
     try:
         graph = _decode(doc, arrays, 0, {})
@@ -133,7 +299,7 @@ def _decode(
         v = Value(d["name"], type_from_json(d["type"], types))
         values[v.name] = v
         inputs.append(v)
-    for d in doc["constants"]:
+    for d in doc.get("constants", ()):
         key = d["data"]
         if key not in arrays:
             raise SerializationError(f"constant {d['name']!r} refers to missing data {key!r}")
@@ -150,7 +316,7 @@ def _decode(
             ins = [values[name] for name in d["inputs"]]
         except KeyError as exc:
             raise SerializationError(f"node {d.get('name')!r} reads undefined value {exc.args[0]!r}") from None
-        attrs = d["attrs"]
+        attrs = d.get("attrs", _NO_ATTRS)
         if not _flat(attrs) and json_depth(attrs) > MAX_JSON_DEPTH:
             raise SerializationError(f"node {d.get('name')!r}: attributes nested more than {MAX_JSON_DEPTH} deep")
         body = _decode(d["body"], arrays, depth + 1, types) if d.get("body") is not None else None
@@ -173,6 +339,9 @@ def _decode(
     except KeyError as exc:
         raise SerializationError(f"graph output {exc.args[0]!r} is undefined") from None
     return Graph(inputs, outputs, nodes, doc["name"])
+
+
+_NO_ATTRS: dict[str, Any] = {}
 
 
 def _flat(attrs: Any) -> bool:
@@ -259,6 +428,25 @@ def load_npy(blob: bytes, what: str, error: type[AccelError] = SerializationErro
     return arr.astype(dtype.newbyteorder("="))  # a copy, in this machine's byte order
 
 
+def npy_bytes(arr: np.ndarray, headers: dict[tuple[str, tuple[int, ...]], bytes] | None = None) -> bytes:
+    """``arr`` as an ``.npy`` file, C order, as ``np.save(..., allow_pickle=False)`` writes it.
+
+    ``headers`` remembers the header numpy wrote for each dtype and shape: the constants of a
+    network repeat a few of them many times, and the rest of the file is the array's bytes.
+    """
+    a = np.asarray(arr, order="C")  # asarray, not ascontiguousarray: that one turns a 0-d constant into shape (1,)
+    key = (a.dtype.str, a.shape)
+    head = headers.get(key) if headers is not None else None
+    if head is not None:
+        return head + a.tobytes()
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    data = buf.getvalue()
+    if headers is not None and not a.dtype.hasobject:
+        headers[key] = data[: len(data) - a.nbytes]
+    return data
+
+
 def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
     """Write ``graph`` as one zip file (atomically: a temporary file renamed at the end; see :mod:`accel.files`)."""
     doc, arrays = graph_to_json(graph)
@@ -266,11 +454,9 @@ def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
     def write(f: Any) -> None:
         with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("graph.json", json.dumps(doc, indent=1))
+            headers: dict[tuple[str, tuple[int, ...]], bytes] = {}
             for key, arr in arrays.items():
-                buf = io.BytesIO()
-                # asarray, not ascontiguousarray: that one turns a 0-d constant into shape (1,)
-                np.save(buf, np.asarray(arr, order="C"), allow_pickle=False)
-                zf.writestr(f"constants/{key}.npy", buf.getvalue())
+                zf.writestr(f"constants/{key}.npy", npy_bytes(arr, headers))
 
     write_output(path, f"graph file {os.fspath(path)!r}", SerializationError, write)
 

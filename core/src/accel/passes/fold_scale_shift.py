@@ -50,7 +50,7 @@ def fold_scale_shift(graph: Graph, *, in_place: bool = False, dce: bool = True) 
     in place (:func:`~accel.passes.simplify` sweeps once, at its end).
     """
     g = graph if in_place else graph.copy()
-    if _is_quantized(g):
+    if not _has_candidates(g) or _is_quantized(g):
         if dce:
             remove_dead_nodes(g)  # nothing to fold: what the sweep would leave
         return g
@@ -68,6 +68,31 @@ def fold_scale_shift(graph: Graph, *, in_place: bool = False, dce: bool = True) 
     # emitted nodes take the layer's place (after its inputs, before every reader of
     # the chain's end) and each replacement is made before any reader is kept
     return rw.finish(dce=dce, sort=False, resolve=False)
+
+
+def _has_candidates(g: Graph) -> bool:
+    """Whether an op with the ``affine`` trait reads the output of a linear layer (an op with
+    ``channel_axes``): the start of every chain the pass folds. One sweep, that spares a graph
+    with none (most models without batch norms or scale layers) the rewriter's work per node."""
+    affine: dict[str, bool] = {}  # op -> whether it is affine (ops looked up once each)
+    linear: dict[str, bool] = {}
+    for node in g.nodes:
+        op = node.op
+        found = affine.get(op)
+        if found is None:
+            found = affine[op] = op != CALL_OP and get_op(op).affine is not None
+        if not found:
+            continue
+        for v in node.inputs:
+            layer = v.producer
+            if layer is None:
+                continue
+            is_linear = linear.get(layer.op)
+            if is_linear is None:
+                is_linear = linear[layer.op] = layer.op != CALL_OP and get_op(layer.op).channel_axes is not None
+            if is_linear:
+                return True
+    return False
 
 
 def _is_quantized(g: Graph) -> bool:
