@@ -312,3 +312,21 @@ def test_float_conv_activations_of_values_near_the_float_maximum_stay_finite(ops
     finite = ~np.isnan(want)
     assert finite.sum() == want.size - 4
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-6)
+
+
+def test_any_past_finds_every_position():
+    """The NaN pre-check (AVX2 in blocks of 32, a scalar tail): NaN, ±Inf or a value past the limit
+    anywhere is found; a value at the limit is not; limit -1 flags any non-empty input."""
+    p = probe()
+    for n in (0, 1, 7, 31, 32, 33, 64, 100, 4097):
+        x = np.full(n, 2.0, np.float32)
+        assert not p.any_past(x, 2.0)
+        assert p.any_past(x, -1.0) == (n > 0)
+        for i in range(n):
+            for bad in (np.nan, np.inf, -np.inf, -2.5):
+                y = x.copy()
+                y[i] = bad
+                assert p.any_past(y, 2.0), (n, i, bad)
+            assert p.any_past(y, np.inf) == False  # noqa: E712  (-2.5 is finite)
+            y[i] = np.nan
+            assert p.any_past(y, np.inf), (n, i)

@@ -241,9 +241,11 @@ class BinaryF32 final : public Kernel {
     ins = {c.n.inputs[0], c.n.inputs[1]};
     outs = {c.n.outputs[0]};
     scratch_bytes = prim_.scratch;
+    threads_ = c.threads_for(static_cast<double>(s.elements()), accel_sdk::kSmallElementwise);
   }
 
   void run(Exec& e) const override {
+    onednn::ThreadScope threads(threads_);  // one thread below kSmallElementwise elements
     const auto& eng = onednn::engine();
     prim_.exec(e, {{DNNL_ARG_SRC_0, dnnl::memory(md_, eng, e.ptr[ins[0]])},
                    {DNNL_ARG_SRC_1, dnnl::memory(md1_, eng, e.ptr[ins[1]])},
@@ -253,6 +255,7 @@ class BinaryF32 final : public Kernel {
  private:
   Prim prim_;
   dnnl::memory::desc md_, md1_;
+  int threads_ = 1;
 };
 
 class ActivationF32 final : public Kernel {

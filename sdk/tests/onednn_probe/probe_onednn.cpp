@@ -421,6 +421,9 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   m.def("float_dense", &float_dense);
   m.def("float_conv_chain", &float_conv_chain);
   m.def("float_conv_nan_limit", &float_conv_nan_limit);
+  m.def("any_past", [](const py::array_t<float, py::array::c_style | py::array::forcecast>& x, float limit) -> bool {
+    return onednn::detail::any_past(x.data(), static_cast<std::size_t>(x.size()), limit);
+  });
   m.def("pool", &pool);
   m.def("int_conv_requantize", &int_conv_requantize);
 }

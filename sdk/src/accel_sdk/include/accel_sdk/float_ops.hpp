@@ -39,6 +39,10 @@
 
 #include <accel_sdk/onednn.hpp>
 
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -123,10 +127,11 @@ inline float nan_free_limit(const float* w, std::size_t rows, std::size_t row_le
 }
 
 // Whether one of x[0, n) is NaN or past `limit` in magnitude (limit = infinity: NaN only).
-// A branch-free loop the compiler vectorizes, in chunks (an early exit); on one thread: it
-// reads a layer's input once, a few percent of the layer's time, less than forking a team
-// costs on a busy machine.
-inline bool any_past(const float* x, std::size_t n, float limit) {
+// One pass over a layer's input on one thread, with an early exit: 32 floats a step with
+// AVX2 (chosen at run time; the file needs no special compiler flags), else a branch-free
+// loop the compiler vectorizes for the baseline ISA (SSE2 on x86-64: 4x slower, 141 us
+// against 37 us for MobileNetV2's 1.2M-float depthwise input, most of that layer's time).
+inline bool any_past_portable(const float* x, std::size_t n, float limit) {
   constexpr std::size_t kChunk = 4096;
   for (std::size_t at = 0; at < n; at += kChunk) {
     const std::size_t stop = std::min(n, at + kChunk);
@@ -135,6 +140,41 @@ inline bool any_past(const float* x, std::size_t n, float limit) {
     if (bad) return true;
   }
   return false;
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define ACCEL_SDK_FLOAT_OPS_X86 1
+// !(|x| <= limit) as a mask: _CMP_NLE_UQ is true for NaN too.
+__attribute__((target("avx2"))) inline __m256 past8(const float* x, __m256 limit, __m256 abs_mask) {
+  return _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x), abs_mask), limit, _CMP_NLE_UQ);
+}
+
+__attribute__((target("avx2"))) inline bool any_past_avx2(const float* x, std::size_t n, float limit) {
+  const __m256 lim = _mm256_set1_ps(limit);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256 m = _mm256_or_ps(_mm256_or_ps(past8(x + i, lim, abs_mask), past8(x + i + 8, lim, abs_mask)),
+                                  _mm256_or_ps(past8(x + i + 16, lim, abs_mask), past8(x + i + 24, lim, abs_mask)));
+    if (_mm256_movemask_ps(m) != 0) return true;
+  }
+  return any_past_portable(x + i, n - i, limit);
+}
+
+inline bool has_avx2() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return yes;
+}
+#endif
+
+inline bool any_past(const float* x, std::size_t n, float limit) {
+#ifdef ACCEL_SDK_FLOAT_OPS_X86
+  if (has_avx2()) return any_past_avx2(x, n, limit);
+#endif
+  return any_past_portable(x, n, limit);
 }
 
 // The activations applied to one value in double, as the reference (ONNX) defines them.

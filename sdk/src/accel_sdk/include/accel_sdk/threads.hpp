@@ -27,8 +27,17 @@ namespace accel_sdk {
 // The most threads a handle computes with (as accel.runtime.MAX_THREADS).
 constexpr int kMaxThreads = 1024;
 
-// Below this many operations a kernel runs on one thread (see threads_for).
-constexpr double kSmallWork = 1 << 23;
+// Below this many operations a kernel runs on one thread (see threads_for). Waking a sleeping
+// partner thread costs 15-30 us on a virtual machine whose other core is idle; MobileNetV2's
+// layers of 2-8M multiply-accumulates (40-100 us on one thread) gain a little from a second
+// thread past that, smaller ones lose (measured on a 2-core AVX-512 machine: 2^21 against 2^23,
+// MobileNetV2 fp32 at 2 threads 3.88 against 3.99 ms on acl, 3.94 against 4.20 ms on bnns).
+constexpr double kSmallWork = 1 << 21;
+
+// Below this many elements a memory-bound pass (elementwise arithmetic, a copy) runs on one
+// thread: a 75k-float add takes 10 us on one, 15-30 us on two sleeping OpenMP threads (the
+// partner's wake-up is most of it).
+constexpr double kSmallElementwise = 1 << 20;
 
 // The cores this process may run on (its CPU affinity where the system tells), at least 1.
 inline int available_cores() {
