@@ -69,6 +69,16 @@ SCALARS: dict[str, tuple[str, str, tuple[int, int] | None]] = {
 
 #: The packer of each kind (one little-endian scalar).
 _STRUCTS = {kind: struct.Struct("<" + fmt) for kind, (fmt, _, _) in SCALARS.items()}
+_PACK_U16 = _STRUCTS["u16"].pack
+_PACK_U32 = _STRUCTS["u32"].pack
+_PACK_U64 = _STRUCTS["u64"].pack
+_PACK_I32 = _STRUCTS["i32"].pack
+_PACK_I64 = _STRUCTS["i64"].pack
+
+_INT_ONLY = frozenset((int,))
+
+#: The packer of ``n`` scalars of a struct format character, made on first use: ``{(fmt, n): pack}``.
+_ARRAY_PACKERS: dict[tuple[str, int], Any] = {}
 
 #: Largest element count ``counted_array`` and ``string`` can write (their count is a u32).
 MAX_COUNT = (1 << 32) - 1
@@ -101,17 +111,31 @@ class BlobWriter:
         else:
             self._buf += _STRUCTS[kind].pack(_check(kind, bounds, value, what))
 
+    # Each fixed-size writer packs a Python int in range directly (the common case, the same
+    # bytes :meth:`scalar` writes) and leaves anything else to :meth:`scalar`'s checks.
     def u8(self, value: int, what: str = "u8") -> None:
-        self.scalar("u8", value, what)
+        if type(value) is int and 0 <= value <= 0xFF:
+            self._buf.append(value)
+        else:
+            self.scalar("u8", value, what)
 
     def u16(self, value: int, what: str = "u16") -> None:
-        self.scalar("u16", value, what)
+        if type(value) is int and 0 <= value <= 0xFFFF:
+            self._buf += _PACK_U16(value)
+        else:
+            self.scalar("u16", value, what)
 
     def u32(self, value: int, what: str = "u32") -> None:
-        self.scalar("u32", value, what)
+        if type(value) is int and 0 <= value <= 0xFFFFFFFF:
+            self._buf += _PACK_U32(value)
+        else:
+            self.scalar("u32", value, what)
 
     def u64(self, value: int, what: str = "u64") -> None:
-        self.scalar("u64", value, what)
+        if type(value) is int and 0 <= value <= 0xFFFFFFFFFFFFFFFF:
+            self._buf += _PACK_U64(value)
+        else:
+            self.scalar("u64", value, what)
 
     def i8(self, value: int, what: str = "i8") -> None:
         self.scalar("i8", value, what)
@@ -120,10 +144,16 @@ class BlobWriter:
         self.scalar("i16", value, what)
 
     def i32(self, value: int, what: str = "i32") -> None:
-        self.scalar("i32", value, what)
+        if type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:
+            self._buf += _PACK_I32(value)
+        else:
+            self.scalar("i32", value, what)
 
     def i64(self, value: int, what: str = "i64") -> None:
-        self.scalar("i64", value, what)
+        if type(value) is int and -0x8000000000000000 <= value <= 0x7FFFFFFFFFFFFFFF:
+            self._buf += _PACK_I64(value)
+        else:
+            self.scalar("i64", value, what)
 
     def f32(self, value: float, what: str = "f32") -> None:
         """A float32; a finite value too large for float32 is refused (not written as inf)."""
@@ -154,7 +184,7 @@ class BlobWriter:
 
     def raw(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes as they are (``read_bytes(n)``: the reader must know n)."""
-        self._buf += bytes(data)
+        self._buf += data if type(data) is bytes or type(data) is bytearray else bytes(data)
 
     def magic(self, tag: bytes) -> None:
         """The format's magic bytes (``expect_magic``)."""
@@ -223,17 +253,24 @@ def _check(kind: str, bounds: tuple[int, int] | None, value: Any, what: str) -> 
 
 
 def _pack(kind: str, values: Iterable[Any] | np.ndarray, what: str) -> tuple[bytes, int]:
-    """The bytes of ``values`` as ``kind`` scalars, and how many; a short list or tuple of Python
-    ints in range (shapes, ids, attributes) is packed directly, anything else through numpy."""
+    """The bytes of ``values`` as ``kind`` scalars, and how many; an empty list or tuple, or a short
+    one of Python ints in range (shapes, ids, attributes), is packed directly, anything else through numpy."""
     fmt, le, bounds = _kind(kind)
-    if (
-        type(values) in (list, tuple)
-        and bounds is not None
-        and len(values) <= 64  # type: ignore[arg-type]
-        and all(type(v) is int and bounds[0] <= v <= bounds[1] for v in values)
-    ):
+    if type(values) is list or type(values) is tuple:
         n = len(values)  # type: ignore[arg-type]
-        return struct.pack(f"<{n}{fmt}", *values), n
+        if not n:
+            return b"", 0  # (what numpy's path gives for no elements, of any kind)
+        if (
+            bounds is not None
+            and n <= 64
+            and _INT_ONLY.issuperset(map(type, values))  # type: ignore[arg-type]
+            and bounds[0] <= min(values)  # type: ignore[type-var]
+            and max(values) <= bounds[1]  # type: ignore[type-var]
+        ):
+            pack = _ARRAY_PACKERS.get((fmt, n))
+            if pack is None:
+                pack = _ARRAY_PACKERS[fmt, n] = struct.Struct(f"<{n}{fmt}").pack
+            return pack(*values), n
     arr = _as_array(kind, le, bounds, values, what)
     return arr.tobytes(), int(arr.size)
 

@@ -27,6 +27,7 @@ from accel.errors import PartitionError
 from accel.ir import CALL_OP, Graph, Node, Value
 from accel.ops.geometry import conv2d_geometry, pool2d_geometry
 from accel.pattern import composite_match
+from accel.tensor_types import TensorType
 
 MAGIC = b"ATBK"
 VERSION = 2
@@ -64,14 +65,20 @@ class _Blob:
 
     def op(self, opcode: str, inputs: list[Value], outputs: list[Value], ints: list[int], floats: list[float]) -> None:
         w = self.ops
+        tensor = self.tensor
         w.u8(OPCODES[opcode], "opcode")
-        for ids, what in (([self.tensor(v) for v in inputs], "inputs"), ([self.tensor(v) for v in outputs], "outputs")):
-            w.u8(len(ids), what)
-            w.array("u32", ids, what)
+        ids = [tensor(v) for v in inputs]
+        w.u8(len(ids), "inputs")
+        w.array("u32", ids, "inputs")
+        ids = [tensor(v) for v in outputs]
+        w.u8(len(ids), "outputs")
+        w.array("u32", ids, "outputs")
         w.u8(len(ints), "int count")
-        w.array("i64", ints, "ints")
+        if ints:
+            w.array("i64", ints, "ints")
         w.u8(len(floats), "float count")
-        w.array("f32", floats, "floats")
+        if floats:
+            w.array("f32", floats, "floats")
         self.n_ops += 1
 
     def encode(self, inputs: list[int], outputs: list[int]) -> bytes:
@@ -81,17 +88,37 @@ class _Blob:
         w.u32(len(self.values), "tensor count")
         for v in self.values:
             t = v.type
-            w.u8(dtype_code(t.dtype), "dtype")
-            w.u8(t.rank, "rank")
-            w.array("i64", t.shape, "dims")
-            w.u8(0 if v.const is None else 1, "kind")
-            if v.const is not None:
+            w.raw(_type_entry(t))
+            if v.const is None:
+                w.u8(0, "kind")
+            else:
+                w.u8(1, "kind")
                 w.constant(np.asarray(v.const, dtype=t.np_dtype), align=CONSTANT_ALIGN)
         w.counted_array("u32", inputs, "graph inputs")
         w.counted_array("u32", outputs, "graph outputs")
         w.u32(self.n_ops, "op count")
         w.raw(self.ops.getvalue())
         return w.getvalue()
+
+
+#: A tensor type's entry in the tensor table (u8 dtype, u8 rank, dims), written once per type
+#: met: a model's partitions share a few types (bounded, for a process that compiles many models).
+_TYPE_ENTRIES: dict[TensorType, bytes] = {}
+_MAX_TYPE_ENTRIES = 4096
+
+
+def _type_entry(t: TensorType) -> bytes:
+    entry = _TYPE_ENTRIES.get(t)
+    if entry is None:
+        w = BlobWriter()
+        w.u8(dtype_code(t.dtype), "dtype")
+        w.u8(t.rank, "rank")
+        w.array("i64", t.shape, "dims")
+        entry = w.getvalue()
+        if len(_TYPE_ENTRIES) >= _MAX_TYPE_ENTRIES:
+            _TYPE_ENTRIES.clear()
+        _TYPE_ENTRIES[t] = entry
+    return entry
 
 
 def _f32(x: Any) -> float:
