@@ -87,6 +87,17 @@ def type_from_json(d: Any, seen: dict[tuple[Any, ...], TensorType] | None = None
     return found
 
 
+def _array_key(v: Value, keys: dict[int, str], arrays: dict[str, np.ndarray]) -> str:
+    """The key of constant ``v``'s array in ``arrays``: one per array object, given at its first use."""
+    const = v.const
+    assert const is not None  # graph.constants() yields only values that have one
+    key = keys.get(id(const))
+    if key is None:
+        key = keys[id(const)] = f"c{len(keys)}"
+        arrays[key] = const
+    return key
+
+
 def graph_to_json(graph: Graph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The graph's document and the constant arrays it names by key.
 
@@ -114,12 +125,7 @@ def graph_to_json(graph: Graph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         }
         consts = []
         for v in g.constants():
-            const = v.const
-            assert const is not None  # constants() yields only values that have one
-            key = keys.get(id(const))
-            if key is None:
-                key = keys[id(const)] = f"c{len(keys)}"
-                arrays[key] = const
+            key = _array_key(v, keys, arrays)
             consts.append({"name": v.name, "type": type_of(v.type), "data": key})
         if consts:
             doc["constants"] = consts
@@ -199,12 +205,7 @@ def graph_to_json_bytes(graph: Graph) -> tuple[bytes, dict[str, np.ndarray]]:
         put("]")
         consts = []
         for v in g.constants():
-            const = v.const
-            assert const is not None  # constants() yields only values that have one
-            key = keys.get(id(const))
-            if key is None:
-                key = keys[id(const)] = f"c{len(keys)}"
-                arrays[key] = const
+            key = _array_key(v, keys, arrays)
             consts.append(f'{{"name":{enc(v.name)},"type":{type_text(v.type)},"data":"{key}"}}')
         if consts:
             put(',"constants":[')
