@@ -11,8 +11,9 @@
 // acc_p is part p of a split accumulation (accel_sdk/int_ops.hpp splits weights on CPUs
 // without VNNI); [lo, hi] is the output dtype's range, narrowed by a fused relu or clip.
 // One call handles a whole block; the kernels are chosen at run time (AVX-512F, AVX2,
-// portable C++; the fast one 16 channels a step in 512 bits where it can), the file needs no special compiler flags, and every kernel gives the
-// same bits as quant::mbqm (tested on ties, on +-2^31, at every shift).
+// portable C++; the fast one 16 channels a step in 512 bits where it can), the file
+// needs no special compiler flags, and every kernel gives the same bits as quant::mbqm
+// (tested on ties, on +-2^31, at every shift).
 #ifndef ACCEL_SDK_REQUANTIZE_HPP
 #define ACCEL_SDK_REQUANTIZE_HPP
 
