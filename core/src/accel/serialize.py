@@ -99,67 +99,16 @@ def _array_key(v: Value, keys: dict[int, str], arrays: dict[str, np.ndarray]) ->
 
 
 def graph_to_json(graph: Graph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The graph's document and the constant arrays it names by key.
-
-    The document may hold one object in several places (a type's list, written
-    for every value of that type; the attributes of nodes that share them): copy it (``json.loads(json.dumps(doc))``)
-    before editing it in place."""
-    arrays: dict[str, np.ndarray] = {}
-    keys: dict[int, str] = {}
-    # a graph has few distinct types: each one's form is made once (keyed by identity: the
-    # graph keeps its types alive while the document is made)
-    types: dict[int, list[Any]] = {}
-    attr_docs: dict[int, dict[str, Any]] = {}  # likewise the nodes' attributes, many shared (frozen) mappings
-
-    def type_of(t: TensorType) -> list[Any]:
-        found = types.get(id(t))
-        if found is None:
-            found = types[id(t)] = type_to_json(t)
-        return found
-
-    def encode(g: Graph) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "name": g.name,
-            "inputs": [{"name": v.name, "type": type_of(v.type)} for v in g.inputs],
-            "outputs": [v.name for v in g.outputs],
-        }
-        consts = []
-        for v in g.constants():
-            key = _array_key(v, keys, arrays)
-            consts.append({"name": v.name, "type": type_of(v.type), "data": key})
-        if consts:
-            doc["constants"] = consts
-        nodes = []
-        for n in g.nodes:  # (the graph's bulk: lookups written out)
-            d: dict[str, Any] = {"name": n.name, "op": n.op, "inputs": [v.name for v in n.inputs]}
-            attrs = n.attrs
-            if attrs:
-                found = attr_docs.get(id(attrs))
-                if found is None:
-                    found = attr_docs[id(attrs)] = dict(attrs)
-                d["attrs"] = found
-            outs = []
-            for v in n.outputs:
-                t = v.type
-                found_type = types.get(id(t))
-                if found_type is None:
-                    found_type = types[id(t)] = type_to_json(t)
-                outs.append({"name": v.name, "type": found_type})
-            d["outputs"] = outs
-            if n.body is not None:
-                d["body"] = encode(n.body)
-            nodes.append(d)
-        doc["nodes"] = nodes
-        return doc
-
-    doc = encode(graph)
-    doc = {"format": FORMAT, "version": VERSION, **doc}
-    return doc, arrays
+    """The graph's document and the constant arrays it names by key: :func:`graph_to_json_bytes`'s
+    text, parsed (one writer of the document)."""
+    text, arrays = graph_to_json_bytes(graph)
+    return json.loads(text), arrays
 
 
 def graph_to_json_bytes(graph: Graph) -> tuple[bytes, dict[str, np.ndarray]]:
-    """``graph_to_json(graph)``'s document as compact JSON text (as :func:`dump_json` writes it:
-    ``json.loads`` of it equals the document) and its arrays, under the same keys.
+    """The graph's document as compact JSON text (the module docstring's layout; strings
+    ASCII-escaped, types and attributes as :func:`dump_json` writes them) and the constant arrays
+    it names by key.
 
     Written directly, without the document's millions of small objects for a large graph (made,
     encoded and freed, they took three times as long): what :meth:`accel.artifact.Artifact.save`

@@ -535,27 +535,11 @@ class ChannelRequantizer {
       const std::size_t vec16 = channels_ / 16 * 16;
       if (vec16 > 0 && fast_ && isa == RequantizeIsa::avx512 && s_.z_in == 0) {
         // 16 channels a step in 512 bits (1.5x the AVX2 kernel's rate here); a rest of 8 below
-        if (per_channel_ && up_) {
-          detail::run_avx512_fast<Out, true, true>(acc, vec16, k_, fk_.data(), s_, out, out_stride);
-        } else if (per_channel_) {
-          detail::run_avx512_fast<Out, true, false>(acc, vec16, k_, fk_.data(), s_, out, out_stride);
-        } else if (up_) {
-          detail::run_avx512_fast<Out, false, true>(acc, vec16, k_, fk_.data(), s_, out, out_stride);
-        } else {
-          detail::run_avx512_fast<Out, false, false>(acc, vec16, k_, fk_.data(), s_, out, out_stride);
-        }
+        run_fast(true, acc, 0, vec16, out, out_stride);
         done = vec16;
       }
       if (vec > done && fast_ && isa != RequantizeIsa::portable) {
-        if (per_channel_ && up_) {
-          detail::run_avx2_fast<Out, true, true>(acc, done, vec, k_, fk_.data(), s_, out, out_stride);
-        } else if (per_channel_) {
-          detail::run_avx2_fast<Out, true, false>(acc, done, vec, k_, fk_.data(), s_, out, out_stride);
-        } else if (up_) {
-          detail::run_avx2_fast<Out, false, true>(acc, done, vec, k_, fk_.data(), s_, out, out_stride);
-        } else {
-          detail::run_avx2_fast<Out, false, false>(acc, done, vec, k_, fk_.data(), s_, out, out_stride);
-        }
+        run_fast(false, acc, done, vec, out, out_stride);
         done = vec;
       } else if (vec > done && isa == RequantizeIsa::avx512) {
         detail::run_avx512(acc, vec, k_, s_, per_channel_, out, out_stride);
@@ -583,6 +567,33 @@ class ChannelRequantizer {
     b.row_stride = channels_ * parts;
     run(b, out, channels_, isa);
   }
+
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+  // The fast kernel on channels [c0, c1) (multiples of 8; of 16 and from 0 when wide): in
+  // 512 bits (wide) or 256, instantiated for this requantizer's per-channel and shift kinds.
+  template <class Out>
+  void run_fast(bool wide, const AccBlock& acc, std::size_t c0, std::size_t c1, Out* out,
+                std::size_t out_stride) const {
+    if (per_channel_ && up_) {
+      run_fast_as<Out, true, true>(wide, acc, c0, c1, out, out_stride);
+    } else if (per_channel_) {
+      run_fast_as<Out, true, false>(wide, acc, c0, c1, out, out_stride);
+    } else if (up_) {
+      run_fast_as<Out, false, true>(wide, acc, c0, c1, out, out_stride);
+    } else {
+      run_fast_as<Out, false, false>(wide, acc, c0, c1, out, out_stride);
+    }
+  }
+  template <class Out, bool PerChannel, bool Up>
+  void run_fast_as(bool wide, const AccBlock& acc, std::size_t c0, std::size_t c1, Out* out,
+                   std::size_t out_stride) const {
+    if (wide) {
+      detail::run_avx512_fast<Out, PerChannel, Up>(acc, c1, k_, fk_.data(), s_, out, out_stride);
+    } else {
+      detail::run_avx2_fast<Out, PerChannel, Up>(acc, c0, c1, k_, fk_.data(), s_, out, out_stride);
+    }
+  }
+#endif
 
  private:
   std::size_t channels_ = 0;
