@@ -78,9 +78,13 @@ struct Prim {
     scratch_md = pd.scratchpad_desc();
     scratch = scratch_md.get_size();
   }
-  void exec(Exec& e, std::unordered_map<int, dnnl::memory> args) const {
-    if (scratch) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md, onednn::engine(), e.scratch));
-    prim.execute(e.call.stream(), args);
+  // Two sources and a destination; the scratchpad is added here.
+  void exec(Exec& e, const dnnl::memory& src0, const dnnl::memory& src1, const dnnl::memory& dst) const {
+    const dnnl::memory pad =
+        scratch ? onednn::thread_memory(onednn::kScratchMemory, scratch_md, e.scratch) : dnnl::memory();
+    onednn::execute(prim, e.call.stream(),
+                    {{DNNL_ARG_SRC_0, &src0}, {DNNL_ARG_SRC_1, &src1}, {DNNL_ARG_DST, &dst},
+                     {DNNL_ARG_SCRATCHPAD, scratch ? &pad : nullptr}});
   }
 };
 
@@ -246,10 +250,9 @@ class BinaryF32 final : public Kernel {
 
   void run(Exec& e) const override {
     onednn::ThreadScope threads(threads_);  // one thread below kSmallElementwise elements
-    const auto& eng = onednn::engine();
-    prim_.exec(e, {{DNNL_ARG_SRC_0, dnnl::memory(md_, eng, e.ptr[ins[0]])},
-                   {DNNL_ARG_SRC_1, dnnl::memory(md1_, eng, e.ptr[ins[1]])},
-                   {DNNL_ARG_DST, dnnl::memory(md_, eng, e.ptr[outs[0]])}});
+    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, md_, e.ptr[ins[0]]),
+               onednn::thread_memory(onednn::kSrc1Memory, md1_, e.ptr[ins[1]]),
+               onednn::thread_memory(onednn::kDstMemory, md_, e.ptr[outs[0]]));
   }
 
  private:

@@ -218,10 +218,10 @@ inline float* thread_floats(std::size_t n, int which) {
 inline void execute_weighted(const dnnl::primitive& prim, const dnnl::memory::desc& scratch, dnnl::stream& stream,
                              const dnnl::memory& src, const dnnl::memory& weights, const dnnl::memory* bias,
                              const dnnl::memory& dst) {
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
-  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, *bias);
-  args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch, engine(), thread_scratchpad(scratch.get_size())));
-  prim.execute(stream, args);
+  const dnnl::memory pad = thread_memory(kScratchMemory, scratch, thread_scratchpad(scratch.get_size()));
+  onednn::execute(prim, stream,
+                  {{DNNL_ARG_SRC, &src}, {DNNL_ARG_WEIGHTS, &weights}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, &dst},
+                   {DNNL_ARG_SCRATCHPAD, &pad}});
 }
 
 // The second pass of a layer with activations (see the header): the layer without them, in
@@ -401,7 +401,7 @@ class FloatConv {
   }
   // The same on buffers in those formats.
   void execute(dnnl::stream& stream, const float* src, float* dst) const {
-    execute(stream, dnnl::memory(src_, engine(), const_cast<float*>(src)), dnnl::memory(dst_, engine(), dst));
+    execute(stream, thread_memory(kSrcMemory, src_, src), thread_memory(kDstMemory, dst_, dst));
   }
 
   // src / dst in the caller's layout (batch x in_channels x in_h x in_w, NHWC or NCHW).
@@ -409,8 +409,8 @@ class FloatConv {
     ThreadScope scope(threads_);
     Stream stream;
     guard("float convolution run", [&] {
-      const dnnl::memory user_src(user_src_, engine(), const_cast<float*>(src));
-      const dnnl::memory user_dst(user_dst_, engine(), dst);
+      const dnnl::memory user_src = thread_memory(kSrcMemory, user_src_, src);
+      const dnnl::memory user_dst = thread_memory(kDstMemory, user_dst_, dst);
       const dnnl::memory s = in_.needed() ? dnnl::memory(src_, engine()) : user_src;
       const dnnl::memory d = out_.needed() ? dnnl::memory(dst_, engine()) : user_dst;
       if (in_.needed()) in_.execute(stream, user_src, s);
@@ -487,7 +487,7 @@ class FloatDense {
   // src: m x k, dst: m x n, row-major; the caller sets the threads.
   void execute(dnnl::stream& stream, const float* src, float* dst) const {
     guard("float dense", [&] {
-      const dnnl::memory s(src_, engine(), const_cast<float*>(src)), d(dst_, engine(), dst);
+      const dnnl::memory s = thread_memory(kSrcMemory, src_, src), d = thread_memory(kDstMemory, dst_, dst);
       detail::execute_weighted(prim_, scratch_, stream, s, weights_, has_bias_ ? &bias_ : nullptr, d);
       unfused_.fix(stream, s, has_bias_ ? &bias_ : nullptr, d);
     });

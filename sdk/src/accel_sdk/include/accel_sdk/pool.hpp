@@ -88,10 +88,10 @@ class Pool {
       square_.execute(stream, args);
       in = scratch;
     }
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(src_, eng, in)},
-                                               {DNNL_ARG_DST, dnnl::memory(dst_, eng, dst)}};
-    if (scratch_.get_size()) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_, eng, sp));
-    prim_.execute(stream, args);
+    const dnnl::memory s = thread_memory(kSrcMemory, src_, in), d = thread_memory(kDstMemory, dst_, dst);
+    const dnnl::memory pad = scratch_.get_size() ? thread_memory(kScratchMemory, scratch_, sp) : dnnl::memory();
+    onednn::execute(prim_, stream,
+                    {{DNNL_ARG_SRC, &s}, {DNNL_ARG_DST, &d}, {DNNL_ARG_SCRATCHPAD, scratch_.get_size() ? &pad : nullptr}});
     nan_.apply(stream, static_cast<const float*>(in), static_cast<float*>(dst));  // float32 max only
   }
 
