@@ -537,6 +537,56 @@ class InstanceNorm final : public BnnsKernel {
   float eps_ = 0;
 };
 
+// add (+ relu): two tensors of one shape, BNNS's arithmetic layer. oneDNN's binary add in the
+// format the first operand is held in (the second is reordered to it where it is held in
+// another); the relu in place afterwards as the reference computes it (NaN stays NaN, -0.0
+// stays -0.0, where oneDNN's eltwise relu gives 0), over the padding of a blocked format too,
+// which it leaves at zero.
+class Add final : public BnnsKernel {
+ public:
+  Add(const Ctx& c, Formats& f) {
+    c.arity(2, 2, 1);
+    const memory::dims dims = dims_of(c.in(0).spec.shape);
+    expect_shape(c, c.in(1), dims, "operand 1");
+    expect_shape(c, c.out(0), dims, "output");
+    const std::string& act = c.n.attrs.string("activation");
+    if (act != "none" && act != "relu") c.fail("activation '" + act + "' is not none or relu");
+    relu_ = act == "relu";
+    const memory::desc md = f.held(c.n.inputs[0]);
+    threads_ = c.threads_for(static_cast<double>(c.out(0).spec.shape.elements()), accel_sdk::kSmallElementwise);
+    onednn::ThreadScope scope(threads_);
+    const auto pd = onednn::guard("binary add create", [&] {
+      return dnnl::binary::primitive_desc(onednn::engine(), dnnl::algorithm::binary_add, md, md, md, user_scratchpad());
+    });
+    prim_ = dnnl::binary(pd);
+    md_ = md;
+    scratch_ = pd.scratchpad_desc();
+    input(c, f, 0, md);
+    input(c, f, 1, md);
+    output(c, f, md);
+    finish(scratch_.get_size());
+  }
+
+ private:
+  void compute(Exec& e, const void* const* src, void* dst, std::uint8_t* scratch) const override {
+    const memory a = onednn::thread_memory(onednn::kSrcMemory, md_, src[0]);
+    const memory b = onednn::thread_memory(onednn::kSrc1Memory, md_, src[1]);
+    const memory y = onednn::thread_memory(onednn::kDstMemory, md_, dst);
+    const memory pad = onednn::thread_memory(onednn::kScratchMemory, scratch_, scratch);
+    onednn::guard("binary add", [&] {
+      onednn::execute(prim_, e.call.stream(),
+                      {{DNNL_ARG_SRC_0, &a}, {DNNL_ARG_SRC_1, &b}, {DNNL_ARG_DST, &y}, {DNNL_ARG_SCRATCHPAD, &pad}});
+    });
+    if (!relu_) return;
+    float* p = static_cast<float*>(dst);
+    const std::size_t n = md_.get_size() / sizeof(float);
+    for (std::size_t i = 0; i < n; ++i) p[i] = p[i] < 0.f ? 0.f : p[i];
+  }
+  dnnl::binary prim_;
+  memory::desc md_, scratch_;
+  bool relu_ = false;
+};
+
 // The bnns runtime: accel_sdk's graph runtime with bnns's header and kernels. The formats
 // tensors are held in are kept while the kernels are made, one node after the other.
 class BnnsRuntime final : public accel_sdk::GraphRuntime<BnnsRuntime, onednn::Call> {
@@ -566,7 +616,8 @@ class BnnsRuntime final : public accel_sdk::GraphRuntime<BnnsRuntime, onednn::Ca
     if (k == "batch_matmul") return std::make_unique<BatchMatmul>(c, formats_);
     if (k == "pool2d") return std::make_unique<Pool2d>(c, formats_);
     if (k == "instance_norm") return std::make_unique<InstanceNorm>(c, formats_);
-    c.fail("unknown kernel (bnns runs conv2d, dense, batch_matmul, pool2d, instance_norm)");
+    if (k == "add") return std::make_unique<Add>(c, formats_);
+    c.fail("unknown kernel (bnns runs conv2d, dense, batch_matmul, pool2d, instance_norm, add)");
   }
 
  private:

@@ -157,5 +157,31 @@ def pools_and_norms() -> list[Refusal]:
     return out
 
 
+def adds() -> list[Refusal]:
+    """add: two tensors of one shape; a constant only as a layer's bias."""
+    out = []
+    b = GraphBuilder(x=(1, 4, 6, 6), y=(1, 4, 1, 1))
+    reason = "add of shapes [1, 4, 6, 6] and [1, 4, 1, 1]: broadcasting is not supported, shapes must be equal"
+    out.append(Refusal("add broadcasting", b.done(b.op("add", b.x["x"], b.x["y"])), reason))
+    b = GraphBuilder(x=(1, 4, 6, 6), y=(1, 4, 1, 1))
+    g = b.done(b.op("nn.relu", b.op("add", b.x["x"], b.x["y"])))
+    reason = f"bnns.add_relu: {reason}"
+    out.append(Refusal("add broadcasting, relu", g, reason, node=_named(g, "add")))
+    b = GraphBuilder(x=(1, 4, 6, 6))
+    reason = (
+        "add of the constant %c: bnns adds two tensors; a constant is added only as a "
+        "convolution's or dense layer's bias (bnns.conv2d_bias, bnns.dense_bias)"
+    )
+    out.append(Refusal("add of a constant", b.done(b.op("add", b.x["x"], b.const(weights(1, 4, 6, 6)))), reason))
+    b = GraphBuilder(x=(1, 2, 1, 2, 1, 2, 2))
+    reason = "add of rank 7: bnns takes tensors of rank 1 to 6"
+    out.append(Refusal("add of rank 7", b.done(b.op("add", b.x["x"], b.op("abs", b.x["x"]))), reason, node=None))
+    b = GraphBuilder(x=TensorType((1, 4, 6, 6), "float16"), y=TensorType((1, 4, 6, 6), "float16"))
+    out.append(
+        Refusal("float16 add", b.done(b.op("add", b.x["x"], b.x["y"])), "dtype='float16', dtype must be float32")
+    )
+    return out
+
+
 def refusals() -> list[Refusal]:
-    return [*operands(), *conv_epilogues(), *dense_epilogues(), *pools_and_norms()]
+    return [*operands(), *conv_epilogues(), *dense_epilogues(), *pools_and_norms(), *adds()]

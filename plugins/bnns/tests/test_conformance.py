@@ -119,6 +119,19 @@ def instance_norms() -> Case:
     return Case("instance_norms", b.done(y, z))
 
 
+def residual_adds() -> Case:
+    """Residual joins: add → relu (ResNet's) after a conv held in oneDNN's blocked format and the input
+    held plain, a plain add of two convs (MobileNetV2's), and a rank-3 add of two graph inputs."""
+    b = GraphBuilder(x=(1, 20, 7, 6), s=(2, 3, 5), t=(2, 3, 5))
+    x = b.x["x"]
+    y = b.op("nn.conv2d", x, b.const(weights(20, 20, 3, 3)), padding=(1, 1, 1, 1))
+    y = b.op("nn.relu", b.op("nn.bias_add", y, b.const(weights(20))))
+    y = b.op("nn.relu", b.op("add", y, x))
+    p = b.op("nn.conv2d", y, b.const(weights(20, 20, 1, 1)))
+    z = b.op("add", p, b.op("nn.conv2d", y, b.const(weights(20, 20, 1, 1))))
+    return Case("residual_adds", b.done(z, b.op("add", b.x["s"], b.x["t"])))
+
+
 class TestConformance(BackendConformance):
     backend = BnnsBackend
     # oneDNN sums in another order than the reference: float results within 1e-5
@@ -136,6 +149,7 @@ class TestConformance(BackendConformance):
             batch_matmuls(),
             pools(),
             instance_norms(),
+            residual_adds(),
         ]
 
     def refusals(self):

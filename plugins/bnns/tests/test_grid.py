@@ -300,3 +300,40 @@ def test_values_read_late_survive_the_arena_reuse():
     late = b.op("nn.max_pool2d", y1, pool_size=(2, 2), strides=(2, 2))
     norm = b.op("nn.instance_norm", mids[1], b.const(_w(rng, 8) + 1), b.const(_w(rng, 8)))
     run_on_bnns(b.done(y, late, b.op("nn.global_avg_pool2d", mids[0]), norm))
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4, 5), (1, 24, 9, 9), (1, 2, 3, 1, 2, 3)])
+@pytest.mark.parametrize("relu", [False, True])
+def test_add_grid(shape, relu):
+    b = GraphBuilder(x=shape, y=shape)
+    y = b.op("add", b.x["x"], b.x["y"])
+    run_on_bnns(b.done(b.op("nn.relu", y) if relu else y), "add_relu" if relu else None)
+
+
+def test_add_relu_keeps_nan_and_negative_zero_as_the_reference():
+    """After a conv (a blocked format, 24 channels padded to the block): NaN stays NaN, -0.0 stays -0.0."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder(x=(1, 24, 6, 6), r=(1, 24, 6, 6))
+    y = b.op("nn.conv2d", b.x["x"], b.const(_w(rng, 24, 24, 1, 1)))
+    g = b.done(b.op("nn.relu", b.op("add", y, b.x["r"])))
+    (region,) = partition_graph(g, [BnnsBackend()]).regions
+    rt = _runtime.Runtime(BnnsBackend().serialize(region.body))
+    x = rng.standard_normal((1, 24, 6, 6)).astype(np.float32)
+    r = rng.standard_normal((1, 24, 6, 6)).astype(np.float32)
+    r[0, 3, 2, 2] = np.nan
+    r[0, 23, 5, 5] = np.inf
+    got = np.empty((1, 24, 6, 6), np.float32)
+    rt.run([x, r], [got])
+    want = ReferenceExecutor(g).run({"x": x, "r": r})[g.outputs[0].name]
+    assert np.isnan(got[0, 3, 2, 2]) and np.isnan(want[0, 3, 2, 2])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # -0.0: the add of 0.0 and -0.0 is 0.0; (-0.0) + (-0.0) is -0.0, which relu keeps
+    b = GraphBuilder(x=(1, 4, 2, 2), y=(1, 4, 2, 2))
+    g = b.done(b.op("nn.relu", b.op("add", b.x["x"], b.x["y"])))
+    (region,) = partition_graph(g, [BnnsBackend()]).regions
+    rt = _runtime.Runtime(BnnsBackend().serialize(region.body))
+    z = np.full((1, 4, 2, 2), -0.0, np.float32)
+    got = np.empty_like(z)
+    rt.run([z, z], [got])
+    want = ReferenceExecutor(g).run({"x": z, "y": z})[g.outputs[0].name]
+    assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -1,13 +1,14 @@
-"""Whole networks compiled with ``--backends bnns``: ResNet-18 and a transformer encoder, against the
-reference executor; and bnns listed before an NHWC backend, with no layout transposes between regions."""
+"""Whole networks compiled with ``--backends bnns``: ResNet-18, MobileNetV2 and a transformer encoder,
+against the reference executor; and bnns listed before an NHWC backend, with no layout transposes between regions."""
 
 from __future__ import annotations
 
 from functools import cache
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from accel_bnns import BnnsBackend
+from accel_bnns import BnnsBackend, support
 
 import accel
 from accel.backend import Backend
@@ -46,9 +47,21 @@ def test_resnet18_on_bnns_matches_the_reference():
     on = {n.op: n.backend for n in report.nodes if n.op in ("nn.conv2d", "nn.max_pool2d", "nn.global_avg_pool2d")}
     assert set(on.values()) == {"bnns"}
     assert {n.composite for n in report.nodes if n.op == "nn.conv2d"} == {"bnns.conv2d_bias_act", "bnns.conv2d_bias"}
-    # the host keeps the residual add + relu and the flatten: no transposes anywhere
-    assert sorted({n.op for n in report.nodes if n.backend == "host"}) == ["add", "nn.relu", "reshape"]
+    # the residual add → relu joins are bnns's too: one region to the flatten, which the host keeps, and the dense
+    assert {n.composite for n in report.nodes if n.op == "add"} == {"bnns.add_relu"}
+    assert sorted({n.op for n in report.nodes if n.backend == "host"}) == ["reshape"]
+    assert len(report.partitions) == 2
     assert sum(p.transposes for p in report.partitions) == 0
+
+
+def test_mobilenet_v2_on_bnns_is_one_region_to_the_flatten():
+    """ReLU6 as the convolutions' clamp, the residual adds (no activation) as single ops."""
+    artifact = check_compiled(modelgen.mobilenet_v2(resolution=64), "bnns")
+    report = artifact.report
+    assert {n.backend for n in report.nodes if n.op == "add"} == {"bnns"}
+    assert {n.composite for n in report.nodes if n.op == "add"} == {None}
+    assert sorted({n.op for n in report.nodes if n.backend == "host"}) == ["reshape"]
+    assert len(report.partitions) == 2
 
 
 def test_transformer_encoder_on_bnns_matches_the_reference():
@@ -56,7 +69,7 @@ def test_transformer_encoder_on_bnns_matches_the_reference():
     report = artifact.report
     composites = {n.composite for n in report.nodes if n.backend == "bnns"}
     assert composites == {"bnns.dense_bias", "bnns.dense_bias_gelu", None}
-    assert {n.op for n in report.nodes if n.backend == "bnns" and n.composite is None} == {"nn.batch_matmul"}
+    assert {n.op for n in report.nodes if n.backend == "bnns" and n.composite is None} == {"nn.batch_matmul", "add"}
     host = {n.op for n in report.nodes if n.backend == "host"}
     assert {"nn.softmax", "mean", "sqrt"} <= host  # softmax and layer norm stay on the host
     assert not host & {"nn.dense", "nn.batch_matmul", "tanh", "power"}
@@ -76,9 +89,19 @@ def _transposes_between_bnns_regions(graph: Graph) -> int:
     return sum(1 for n in graph.nodes if n.op == "transpose")
 
 
+class BnnsWithoutAdd(BnnsBackend):
+    """bnns without its add: its regions on ResNet-18 have the residual add → relu between them."""
+
+    support = SimpleNamespace(
+        PATTERNS=[p for p in support.PATTERNS if p[0] != "add_relu"],
+        OP_CHECKS={op: check for op, check in support.OP_CHECKS.items() if op != "add"},
+    )
+
+
 def test_bnns_before_an_nhwc_backend_leaves_no_transposes_on_resnet18():
+    """Elementwise regions of an NHWC backend between planar bnns regions are built in NCHW."""
     graph = accel.import_onnx(resnet18())
-    result = partition_graph(graph, [BnnsBackend(), Nhwc()])
+    result = partition_graph(graph, [BnnsWithoutAdd(), Nhwc()])
     backends = [p.backend for p in result.report.partitions]
     assert backends.count("nhwcfake") == 8 and backends.count("bnns") == 10  # bnns first: every conv is bnns'
     assert {n.backend for n in result.report.nodes if n.op == "nn.conv2d"} == {"bnns"}

@@ -24,6 +24,7 @@ kernel             inputs                            attributes
                                                      padding (4, the ceil-mode overhang included),
                                                      count_include_pad
 ``instance_norm``  x, gamma, beta                    epsilon
+``add``            a, b (one shape)                  activation ("none", "relu")
 =================  ================================  =========================================================
 
 Composites are lowered here: a per-channel ``add`` becomes the conv's bias, a
@@ -129,6 +130,8 @@ def lower(node: Node, labels: Labels) -> Kernel:
         return Kernel("pool2d", attrs)
     if node.op == "nn.instance_norm":
         return Kernel("instance_norm", {"epsilon": float(a["epsilon"])})
+    if node.op == "add":
+        return Kernel("add", {"activation": "none"})
     raise PartitionError(f"bnns serializer: cannot encode node {node.name!r} ({node.op})")
 
 
@@ -157,6 +160,11 @@ def _lower_composite(call: Node, labels: Labels) -> Kernel:
             exact = isinstance(gelu, Node) and gelu.op == "nn.gelu" and gelu.attrs["approximate"] == "none"
             activation = "gelu_erf" if exact else "gelu_tanh"
         return Kernel("dense", {"activation": activation}, [x, dense.inputs[1], _bias_vector(b)])
+    if name == "bnns.add_relu":
+        add = labels["add"]
+        assert isinstance(add, Node) and call.body is not None
+        outer = {id(p): v for p, v in zip(call.body.inputs, call.inputs)}
+        return Kernel("add", {"activation": "relu"}, [outer[id(v)] for v in add.inputs])
     raise PartitionError(f"bnns serializer: cannot encode composite {call.name!r} ({name})")
 
 

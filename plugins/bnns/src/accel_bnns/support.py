@@ -11,6 +11,7 @@ partitioning). Composites, in priority order (the table order):
 ``bnns.conv2d_batch_norm``    ``nn.conv2d → nn.batch_norm`` (where the core did not fold it)
 ``bnns.dense_bias_gelu``      ``nn.dense → bias → GELU`` (``nn.gelu``, or the tanh chain)
 ``bnns.dense_bias``           ``nn.dense → bias``
+``bnns.add_relu``             ``add → nn.relu`` (two tensors of one shape: a residual join)
 ============================  ==========================================================
 
 A conv *bias* is ``nn.bias_add(axis=1)`` or an ``add`` of a constant shaped
@@ -22,8 +23,10 @@ way exporters write it, ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`` w
 
 Single ops: ``nn.conv2d`` (any groups), ``nn.dense`` (constant 2-D weights),
 ``nn.batch_matmul``, ``nn.max_pool2d``, ``nn.avg_pool2d``,
-``nn.global_max_pool2d``, ``nn.global_avg_pool2d`` and ``nn.instance_norm``
-(constant gamma and beta, channel axis 1).
+``nn.global_max_pool2d``, ``nn.global_avg_pool2d``, ``nn.instance_norm``
+(constant gamma and beta, channel axis 1) and ``add`` of two tensors of one shape
+(BNNS's arithmetic layer; no broadcasting, and a constant is added only as a
+layer's bias).
 """
 
 from __future__ import annotations
@@ -127,6 +130,10 @@ def dense_bias_gelu_pattern() -> Pattern:
 
 def dense_bias_pattern() -> Pattern:
     return _bias(_dense())
+
+
+def add_relu_pattern() -> Pattern:
+    return is_op("nn.relu")(is_op("add")(wildcard(), wildcard()).named("add")).named("act")
 
 
 # -- checks --------------------------------------------------------------------------------------
@@ -234,6 +241,36 @@ def check_dense_bias(match: Match) -> str | None:
     return first((check_dense(match.node("dense")), _dense_bias(match), _all_float32(match)))
 
 
+#: The most dimensions a bnns tensor has (its runtime's formats).
+MAX_RANK = 6
+
+
+def check_add(node: Node) -> str | None:
+    """``add`` of two tensors: float32, one shape (BNNS's arithmetic layer adds elementwise), rank 1 to 6."""
+    reason = float32_only(node)
+    if reason is not None:
+        return reason
+    a, b = node.inputs
+    for v in (a, b):
+        if v.const is not None:
+            return (
+                f"add of the constant %{v.name}: bnns adds two tensors; a constant is added only as a "
+                "convolution's or dense layer's bias (bnns.conv2d_bias, bnns.dense_bias)"
+            )
+    if a.type.shape != b.type.shape:
+        return (
+            f"add of shapes {list(a.type.shape)} and {list(b.type.shape)}: broadcasting is not supported, "
+            "shapes must be equal"
+        )
+    if not 1 <= a.type.rank <= MAX_RANK:
+        return f"add of rank {a.type.rank}: bnns takes tensors of rank 1 to {MAX_RANK}"
+    return None
+
+
+def check_add_relu(match: Match) -> str | None:
+    return first((check_add(match.node("add")), _all_float32(match)))
+
+
 def check_batch_matmul(node: Node) -> str | None:
     return float32_only(node)
 
@@ -285,6 +322,7 @@ PATTERNS: list[tuple[str, Callable[[], Pattern], Callable[[Match], str | None]]]
     ("conv2d_batch_norm", conv2d_batch_norm_pattern, check_conv2d_batch_norm),
     ("dense_bias_gelu", dense_bias_gelu_pattern, check_dense_bias_gelu),
     ("dense_bias", dense_bias_pattern, check_dense_bias),
+    ("add_relu", add_relu_pattern, check_add_relu),
 ]
 
 OP_CHECKS: dict[str, Callable[[Node], str | None]] = {
@@ -296,6 +334,7 @@ OP_CHECKS: dict[str, Callable[[Node], str | None]] = {
     "nn.global_max_pool2d": check_global_pool,
     "nn.global_avg_pool2d": check_global_pool,
     "nn.instance_norm": check_instance_norm,
+    "add": check_add,
 }
 
 
