@@ -235,22 +235,20 @@ class IntConv {
     Stream stream;
     execute(stream, b, src, acc, band_size(band), tmp);
   }
-  // fn(image, band, scratch) for every band of every image, spread over threads() workers
-  // (each under ThreadScope(1)); the caller's thread works too.
+  // fn(image, band, scratch) for every band of every image on up to threads() threads, each
+  // band a oneDNN call on one thread (ThreadScope(1)): accel_sdk's pool, whose caller takes
+  // bands too and does not wait for a worker that has not started (a partner CPU slow to wake,
+  // or slower than the caller's, costs what it did not do, not a barrier per layer).
   template <class Fn>
   void for_each_band(Fn&& fn) const {
     const std::size_t per_image = band_of_.size();
     const std::size_t tasks = static_cast<std::size_t>(s_.batch) * per_image;
-    const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads_), tasks);
-    std::atomic<std::size_t> next{0};
-    auto work = [&](std::size_t) {
+    auto task = [&](std::size_t t) {
       ThreadScope one(1);
-      std::vector<std::int32_t> tmp;
-      for (std::size_t t = next++; t < tasks; t = next++) {
-        fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
-      }
+      thread_local std::vector<std::int32_t> tmp;  // each thread's own
+      fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
     };
-    parallel(std::max<std::size_t>(workers, 1), work);
+    accel_sdk::parallel_for(tasks, task, static_cast<std::size_t>(std::max(1, threads_)));
   }
 
  private:
@@ -619,12 +617,19 @@ class IntConvRequantize {
     // IntConv's); depthwise weights never split
     const bool split = !int8_exact() && !spec.shape.depthwise();
     const std::int64_t row_bytes = ow * spec.shape.out_channels * 4 * (split ? 2 : 1);
-    if (row_bytes * oh * spec.shape.batch <= (512 << 10) || oh < 2) return 0;
+    const std::int64_t t = resolve_threads(threads);
+    if (oh < 2) return 0;
+    if (row_bytes * oh * spec.shape.batch <= (512 << 10)) {
+      // on one thread, the whole layer at once; on several, bands too (two a thread), which
+      // for_each_band hands out as the threads come, where oneDNN's own split of the layer
+      // waits at a barrier for its slowest thread
+      return t <= 1 ? 0 : (oh + 2 * t - 1) / (2 * t);
+    }
     // about 256 KiB of accumulators per band (half a 512 KiB L2), at least 8 rows: smaller
     // bands cost more in oneDNN calls than they save (measured on MobileNetV2's 1x1 and
     // depthwise layers, docs/sdk.md), and two bands per thread for balance where possible
     std::int64_t rows = std::max<std::int64_t>(8, (256 << 10) / row_bytes);
-    const std::int64_t want = 2 * resolve_threads(threads);
+    const std::int64_t want = 2 * t;
     if (oh / rows < want) rows = std::max<std::int64_t>(2, oh / want);
     return std::min(rows, oh);
   }

@@ -4,7 +4,11 @@
 // all calls have finished. The calling thread takes indices too, so a call
 // always completes even when every worker is busy (with another caller's job,
 // or a nested parallel_for), and several threads may call it at once: each
-// call is its own job, and idle workers help whichever jobs are queued.
+// call is its own job, and idle workers help whichever jobs are queued. The
+// caller waits only for the indices a worker took: a worker that wakes after the
+// caller has taken the rest finds nothing to do and the call has not waited for
+// it (where an OpenMP team's barrier waits for every member to arrive, a sleeping
+// one included).
 // The first exception thrown by fn is rethrown in the caller once the job has
 // drained (the other indices still run).
 #ifndef ACCEL_SDK_THREAD_POOL_HPP
@@ -50,15 +54,17 @@ class ThreadPool {
   // Threads that run a parallel_for, the caller included.
   std::size_t size() const { return workers_.size() + 1; }
 
+  // ... on at most max_threads threads, the caller included (0: every thread of the pool).
   template <class Fn>
-  void parallel_for(std::size_t n, Fn&& fn) {
+  void parallel_for(std::size_t n, Fn&& fn, std::size_t max_threads = 0) {
     if (n == 0) return;
-    if (n == 1 || workers_.empty()) {
+    if (n == 1 || workers_.empty() || max_threads == 1) {
       for (std::size_t i = 0; i < n; ++i) fn(i);
       return;
     }
     auto job = std::make_shared<Job>(n, std::function<void(std::size_t)>(std::ref(fn)));
-    const std::size_t helpers = std::min(workers_.size(), n - 1);
+    std::size_t helpers = std::min(workers_.size(), n - 1);
+    if (max_threads > 1) helpers = std::min(helpers, max_threads - 1);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (std::size_t i = 0; i < helpers; ++i) queue_.push_back(job);
@@ -136,10 +142,10 @@ class ThreadPool {
   bool stop_ = false;
 };
 
-// parallel_for on the process-wide pool.
+// parallel_for on the process-wide pool (on at most max_threads threads: 0, all of them).
 template <class Fn>
-void parallel_for(std::size_t n, Fn&& fn) {
-  ThreadPool::global().parallel_for(n, std::forward<Fn>(fn));
+void parallel_for(std::size_t n, Fn&& fn, std::size_t max_threads = 0) {
+  ThreadPool::global().parallel_for(n, std::forward<Fn>(fn), max_threads);
 }
 
 }  // namespace accel_sdk
