@@ -80,6 +80,27 @@ def test_transpose(perm: tuple[int, ...]) -> None:
     same(run_op("transpose", [x], {"axes": neg}), ref)
 
 
+@pytest.mark.parametrize(
+    ("shape", "perm"),
+    [
+        ((1, 3, 40, 50), (0, 2, 3, 1)),  # an image to NHWC: one slice of the small axis at a time
+        ((2, 40, 50, 3), (0, 3, 1, 2)),  # and back
+        ((16, 5, 7, 9), (1, 2, 3, 0)),  # the largest axis moved that way
+        ((17, 5, 7, 9), (1, 2, 3, 0)),  # one too large: numpy's own copy
+        ((2, 3, 4, 5, 6, 7), (0, 2, 3, 4, 5, 1)),
+        ((3, 40, 50), (1, 0, 2)),  # a middle axis moved
+    ],
+)
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "int64"])
+def test_transpose_of_large_tensors(shape, perm, dtype) -> None:
+    """Transposes that move one small axis, as the layout transposes at partition boundaries do, against ONNX Runtime."""
+    x = (np.random.default_rng(4).standard_normal(shape) * 60).astype(dtype)
+    (ref,) = ort_run("Transpose", [x], {"perm": list(perm)})
+    got = run_op("transpose", [x], {"axes": perm})
+    assert got.flags.c_contiguous
+    same(got, ref)
+
+
 def test_transpose_default_reverses_and_rules() -> None:
     x = f32(2, 3, 4)
     (ref,) = ort_run("Transpose", [x])

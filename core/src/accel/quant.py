@@ -651,7 +651,6 @@ class Quantizer(_BoundPerRank):
         lo_w, hi_w = lo_z.astype(work), hi_z.astype(work)
         z_w = z.astype(work) if np.any(z != 0) else None
         convert = dt != work
-        lo_zero, hi_zero = not np.any(lo_z != 0), not np.any(hi_z != 0)  # e.g. uint8 with z = 0
 
         def run(x: np.ndarray) -> np.ndarray:
             if not x.size:
@@ -659,18 +658,11 @@ class Quantizer(_BoundPerRank):
             with np.errstate(invalid="ignore", over="ignore"):
                 r = np.divide(x.astype(work) if convert else x, s)
             np.rint(r, out=r)
-            # fmax/fmin give the bound for NaN: where the first bound is 0, that is what NaN maps to
-            if lo_zero:
-                np.fmax(r, lo_w, out=r)
-                np.fmin(r, hi_w, out=r)
-            elif hi_zero:
-                np.fmin(r, hi_w, out=r)
-                np.fmax(r, lo_w, out=r)
-            else:
-                if np.isnan(np.minimum.reduce(r, axis=None)):  # NaN propagates through the minimum
-                    r[np.isnan(r)] = 0
-                np.maximum(r, lo_w, out=r)
-                np.minimum(r, hi_w, out=r)
+            # NaN maps to 0: found by one reduction (NaN propagates through the minimum), then one
+            # clip (numpy's fmax/fmin, which would map NaN to a bound, run 4x slower than clip)
+            if np.isnan(np.minimum.reduce(r, axis=None)):
+                r[np.isnan(r)] = 0
+            np.clip(r, lo_w, hi_w, out=r)
             if z_w is not None:
                 r += z_w
             return r.astype(out_dtype)
