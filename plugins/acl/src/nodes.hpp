@@ -346,55 +346,28 @@ class QnnAdd final : public accel_sdk::Kernel<Call> {
     const auto& s = c.n.attrs.ints("shifts", 3);
     const std::int64_t lo = y.dtype == ACCEL_UINT8 ? 0 : -128, hi = y.dtype == ACCEL_UINT8 ? 255 : 127;
     const auto z = c.ints("zero_points", 3, lo, hi);
+    quant::Multiplier mult[3];
+    std::int64_t zero[3];
     for (int i = 0; i < 3; ++i) {
       if (!quant::canonical_multiplier(m[i], s[i])) c.fail("multiplier " + std::to_string(i) + " is not a fixed-point multiplier quantize_multiplier makes");
-      m_[i] = static_cast<std::int32_t>(m[i]);
-      s_[i] = static_cast<std::int32_t>(s[i]);
-      z_[i] = z[i];
+      mult[i] = {static_cast<std::int32_t>(m[i]), static_cast<std::int32_t>(s[i])};
+      zero[i] = z[i];
     }
-    left_ = static_cast<int>(c.integer("left_shift", 0, 24));
-    lo_ = c.integer("clamp_min", lo, hi);
-    hi_ = c.integer("clamp_max", lo, hi);
+    const int left = static_cast<int>(c.integer("left_shift", 0, 24));
+    const std::int64_t clamp_lo = c.integer("clamp_min", lo, hi);
+    const std::int64_t clamp_hi = c.integer("clamp_max", lo, hi);
+    if (clamp_lo > clamp_hi) c.fail("clamp_min is above clamp_max");
     n_ = y.shape.elements();
-    signed_ = y.dtype == ACCEL_INT8;
-    if (signed_) tabulate<std::int8_t>(); else tabulate<std::uint8_t>();
+    table_ = quant::AddTable(y.dtype == ACCEL_INT8, mult, zero, left, clamp_lo, clamp_hi);
     this->ins = {c.n.inputs[0], c.n.inputs[1]};
     this->outs = {c.n.outputs[0]};
   }
 
-  void run(Exec& e) const override {
-    const auto* a = static_cast<const std::uint8_t*>(e.ptr[this->ins[0]]);
-    const auto* b = static_cast<const std::uint8_t*>(e.ptr[this->ins[1]]);
-    auto* y = static_cast<std::uint8_t*>(e.ptr[this->outs[0]]);
-    const std::uint8_t* t = table_.data();
-    for (std::size_t i = 0; i < n_; ++i) y[i] = t[(static_cast<std::size_t>(a[i]) << 8) | b[i]];
-  }
+  void run(Exec& e) const override { table_.run(e.ptr[this->ins[0]], e.ptr[this->ins[1]], e.ptr[this->outs[0]], n_); }
 
  private:
-  // Every result depends on the two 8-bit inputs only: the definition over all 2^16 pairs,
-  // indexed by their bit patterns.
-  template <class T>
-  void tabulate() {
-    table_.resize(1u << 16);
-    for (int a = 0; a < 256; ++a) {
-      for (int b = 0; b < 256; ++b) {
-        const std::int64_t va = static_cast<T>(a), vb = static_cast<T>(b);
-        const std::int64_t xa = quant::mbqm(quant::sat32((va - z_[0]) * (std::int64_t{1} << left_)), m_[0], s_[0]);
-        const std::int64_t xb = quant::mbqm(quant::sat32((vb - z_[1]) * (std::int64_t{1} << left_)), m_[1], s_[1]);
-        const std::int64_t v = static_cast<std::int64_t>(quant::mbqm(quant::sat32(xa + xb), m_[2], s_[2])) + z_[2];
-        const T out = static_cast<T>(v < lo_ ? lo_ : (v > hi_ ? hi_ : v));
-        std::memcpy(&table_[(static_cast<std::size_t>(a) << 8) | static_cast<std::size_t>(b)], &out, 1);
-      }
-    }
-  }
-
-  std::vector<std::uint8_t> table_;
-  std::int32_t m_[3] = {}, s_[3] = {};
-  std::int64_t z_[3] = {};
-  int left_ = 0;
-  std::int64_t lo_ = 0, hi_ = 0;
+  quant::AddTable table_;
   std::size_t n_ = 0;
-  bool signed_ = false;
 };
 
 

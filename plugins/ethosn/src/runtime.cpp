@@ -273,36 +273,19 @@ class AddCommand final : public Command {
     need_range(zo_, dlo, dhi, "zero point");
     need_range(lo_, dlo, dhi, "output minimum");
     need_range(hi_, lo_, dhi, "output maximum");
-    // every (a, b) pair tabulated once: 64 KiB, exactly the definition below
-    table_.resize(65536);
-    for (int ia = 0; ia < 256; ++ia) {
-      for (int ib = 0; ib < 256; ++ib) {
-        const std::int64_t va = unsigned_ ? ia : static_cast<std::int8_t>(ia);
-        const std::int64_t vb = unsigned_ ? ib : static_cast<std::int8_t>(ib);
-        table_[(ia << 8) | ib] = static_cast<std::uint8_t>(one(va, vb));
-      }
-    }
+    // the inputs rescaled with 20 bits of headroom, as the serializer's multipliers expect
+    const q::Multiplier m[3] = {ma_, mb_, mo_};
+    const std::int64_t z[3] = {za_, zb_, zo_};
+    table_ = q::AddTable(!unsigned_, m, z, 20, lo_, hi_);
   }
-  std::int32_t one(std::int64_t a, std::int64_t b) const {
-    const std::int64_t a1 = q::mbqm(q::sat32((a - za_) * (std::int64_t{1} << 20)), ma_.m, ma_.shift);
-    const std::int64_t b1 = q::mbqm(q::sat32((b - zb_) * (std::int64_t{1} << 20)), mb_.m, mb_.shift);
-    const std::int64_t y = static_cast<std::int64_t>(q::mbqm(q::sat32(a1 + b1), mo_.m, mo_.shift)) + zo_;
-    return static_cast<std::int32_t>(std::min<std::int64_t>(std::max<std::int64_t>(y, lo_), hi_));
-  }
-  void run(Exec& e) const override {
-    const std::uint8_t* a = e.in<std::uint8_t>(0);
-    const std::uint8_t* b = e.in<std::uint8_t>(1);
-    std::uint8_t* y = e.out<std::uint8_t>(0);
-    const std::uint8_t* t = table_.data();
-    for (std::size_t i = 0; i < n_; ++i) y[i] = t[(static_cast<std::size_t>(a[i]) << 8) | b[i]];
-  }
+  void run(Exec& e) const override { table_.run(e.in<std::uint8_t>(0), e.in<std::uint8_t>(1), e.out<std::uint8_t>(0), n_); }
 
  private:
   std::size_t n_;
   bool unsigned_;
   std::int32_t za_ = 0, zb_ = 0, zo_ = 0, lo_ = 0, hi_ = 0;
   q::Multiplier ma_, mb_, mo_;
-  std::vector<std::uint8_t> table_;
+  q::AddTable table_;
 };
 
 // -- MEAN over H, W of a widened tensor, rounded half away from zero, then narrowed ---------------
