@@ -28,7 +28,6 @@ backends' handles.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -147,8 +146,8 @@ class Program:
         ]
         self._offsets, self._arena_size = self._plan_arena(last)
         self._has_backend = any(s.backend for s in self._steps)
+        # arenas free for a run: list.pop and list.append are atomic, so concurrent runs need no lock
         self._pool: list[dict[int, np.ndarray]] = []
-        self._pool_lock = threading.Lock()
 
     def _plan_arena(self, last: list[int]) -> tuple[dict[int, int], int]:
         """Arena offsets of the backend steps' outputs that never reach the caller."""
@@ -264,13 +263,13 @@ class Program:
         try:
             return self._run(arrays, views, profile)
         finally:
-            with self._pool_lock:
-                self._pool.append(views)
+            self._pool.append(views)
 
     def _take_arena(self) -> dict[int, np.ndarray]:
-        with self._pool_lock:
-            if self._pool:
-                return self._pool.pop()
+        try:
+            return self._pool.pop()
+        except IndexError:
+            pass
         buf = np.empty(max(self._arena_size, 1), dtype=np.uint8)
         views = {}
         for s, off in self._offsets.items():
@@ -290,7 +289,11 @@ class Program:
         for backend, fn, ins, outs, shapes, dtypes, free, step in self._loop:
             t0 = time.perf_counter() if profile is not None else 0.0
             if backend:
-                args = [_ready(env[i]) for i in ins]
+                args = []
+                for i in ins:
+                    a = env[i]
+                    flags = a.flags
+                    args.append(a if flags.c_contiguous and flags.aligned else _ready(a))
                 buffers = []
                 for s, shape, dt in zip(outs, shapes, dtypes):
                     out = views.get(s)
@@ -303,7 +306,7 @@ class Program:
                 except (RuntimeError, ValueError) as exc:
                     raise BackendRuntimeError(f"partition {step.label}: {exc}") from None
             else:
-                result = fn(*[env[i] for i in ins])
+                result = fn(env[ins[0]]) if len(ins) == 1 else fn(*[env[i] for i in ins])
                 results = result if isinstance(result, (tuple, list)) else (result,)
                 if len(results) != len(outs):
                     raise GraphError(
