@@ -89,6 +89,8 @@ def test_transpose(perm: tuple[int, ...]) -> None:
         ((17, 5, 7, 9), (1, 2, 3, 0)),  # one too large: numpy's own copy
         ((2, 3, 4, 5, 6, 7), (0, 2, 3, 4, 5, 1)),
         ((3, 40, 50), (1, 0, 2)),  # a middle axis moved
+        ((1, 1, 8, 8), (0, 2, 3, 1)),  # only axes of size 1 move: a reshape
+        ((2, 1, 3, 1), (3, 0, 2, 1)),
     ],
 )
 @pytest.mark.parametrize("dtype", ["uint8", "float32", "int64"])

@@ -162,10 +162,13 @@ def _prepare_transpose(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     transposes at partition boundaries run once per call)."""
     t = ctx.in_types[0]
     perm = _transpose_perm(ctx.attrs, t.rank)
+    out_shape = tuple(t.shape[p] for p in perm)
+    if [p for p in perm if t.shape[p] != 1] == [a for a in range(t.rank) if t.shape[a] != 1]:
+        # only axes of size 1 move (a 1-channel image to NHWC): the same elements in the same order
+        return lambda x: x.reshape(out_shape)
     moved = _moved_axis(perm)
     if moved is not None and t.shape[moved[0]] <= _SLICED_AXIS and t.size >= 4096:
         a, b = moved
-        out_shape = tuple(t.shape[p] for p in perm)
         take = [(slice(None),) * a + (i,) for i in range(t.shape[a])]
         put = [(slice(None),) * b + (i,) for i in range(t.shape[a])]
 
