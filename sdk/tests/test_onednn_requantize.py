@@ -185,3 +185,35 @@ def test_refuses_bad_parameters():
 
 def test_kernel_of_this_cpu_is_reported():
     assert probe().requantize_isa() in ("portable", "avx2", "avx512")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_add_table_is_quantized_add_on_every_pair(kernel, dtype):
+    """quant::AddTable against accel.quant.quantized_add on all 65,536 pairs of bytes (then a tail of 7)."""
+    p = probe()
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    values = np.arange(256, dtype=np.uint8).view(dtype)
+    a = np.repeat(values, 256)
+    b = np.tile(values, 256)
+    a = np.concatenate([a, a[:7]])  # 65,543 elements: 16 and 8 do not divide them
+    b = np.concatenate([b, b[-7:]])
+    for s_a, s_b, s_out, lo, hi in ((0.05, 0.02, 0.07, info.min, info.max), (0.3, 0.004, 0.1, 0, info.max)):
+        z = [int(v) for v in rng.integers(info.min, info.max + 1, size=3)]
+        z[2] = max(z[2], lo)
+        (ma, sa), (mb, sb), (mo, so) = quant.add_multipliers(s_a, s_b, s_out)
+        got = p.add_table(
+            dtype == "int8",
+            [ma, mb, mo],
+            [sa, sb, so],
+            z,
+            quant.ADD_LEFT_SHIFT,
+            lo,
+            hi,
+            a.view(np.uint8),
+            b.view(np.uint8),
+            kernel,
+        ).view(dtype)
+        want = np.clip(quant.quantized_add(a, s_a, z[0], b, s_b, z[1], s_out, z[2], dtype), lo, hi)
+        np.testing.assert_array_equal(got, want)

@@ -34,6 +34,21 @@ std::vector<T> to_vector(const py::array_t<T, py::array::c_style | py::array::fo
 }
 
 // acc: rows x (parts * channels) int32; returns rows x channels of out_dtype.
+// quant::AddTable over a and b (uint8 or int8 bytes): m, shift, z for a, b and the output.
+py::array add_table(bool is_signed, const std::vector<std::int32_t>& m, const std::vector<std::int32_t>& shift,
+                    const std::vector<std::int64_t>& z, int left_shift, std::int64_t lo, std::int64_t hi,
+                    const py::array_t<std::uint8_t, py::array::c_style>& a,
+                    const py::array_t<std::uint8_t, py::array::c_style>& b, const std::string& isa) {
+  if (m.size() != 3 || shift.size() != 3 || z.size() != 3) throw std::invalid_argument("three multipliers and zero points");
+  if (a.size() != b.size()) throw std::invalid_argument("a and b must have one size");
+  const quant::Multiplier mult[3] = {{m[0], shift[0]}, {m[1], shift[1]}, {m[2], shift[2]}};
+  const std::int64_t zero[3] = {z[0], z[1], z[2]};
+  const quant::AddTable table(is_signed, mult, zero, left_shift, lo, hi);
+  py::array_t<std::uint8_t> y(a.size());
+  table.run(a.data(), b.data(), y.mutable_data(), static_cast<std::size_t>(a.size()), parse_isa(isa));
+  return y;
+}
+
 py::array requantize(const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& acc,
                      std::size_t channels, std::size_t parts,
                      const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& m,
@@ -409,6 +424,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   });
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
+  m.def("add_table", &add_table);
   m.def("requantize_seconds", &requantize_seconds);
   m.def("int_conv", &int_conv);
   m.def("int_dense", &int_dense);

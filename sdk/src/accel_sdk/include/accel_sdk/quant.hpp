@@ -12,8 +12,6 @@
 //   requantize(x):           sat_out(z_out + mbqm(sat32(x - z_in), m, shift)),
 //                            (m, shift) = quantize_multiplier(double(s_in) / double(s_out))
 //                            with s_in, s_out the float32 scales.
-//   AddTable:                qnn.add of two 8-bit tensors (accel.quant.quantized_add), one
-//                            lookup an element in the definition tabulated over all 2^16 pairs.
 #ifndef ACCEL_SDK_QUANT_HPP
 #define ACCEL_SDK_QUANT_HPP
 
@@ -23,7 +21,6 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 namespace accel_sdk {
 namespace quant {
@@ -131,52 +128,6 @@ class Requantizer {
   std::int64_t z_out_ = 0;
   std::int64_t lo_ = 0;
   std::int64_t hi_ = 0;
-};
-
-// qnn.add of two 8-bit tensors of one shape, as accel.quant.quantized_add defines it: each
-// input's (x - z) << left_shift rescaled by its multiplier, their sum rescaled by the output's,
-// plus the output's zero point, clamped to [lo, hi]. A result depends on the two bytes only, so
-// the definition is tabulated once over every pair (64 KiB, indexed by their bit patterns) and
-// run() is one lookup an element. is_signed: the bytes are int8 (else uint8).
-class AddTable {
- public:
-  AddTable() = default;
-
-  // m: the multipliers of a, b and the sum; z: the zero points of a, b and the output.
-  AddTable(bool is_signed, const Multiplier (&m)[3], const std::int64_t (&z)[3], int left_shift, std::int64_t lo,
-           std::int64_t hi) {
-    for (const Multiplier& k : m) {
-      if (!valid_multiplier(k.m, k.shift)) throw std::invalid_argument("invalid fixed-point multiplier");
-    }
-    if (left_shift < 0 || left_shift > 30) throw std::invalid_argument("left shift outside [0, 30]");
-    const std::int64_t dlo = is_signed ? -128 : 0, dhi = is_signed ? 127 : 255;
-    if (lo > hi || lo < dlo || hi > dhi) throw std::invalid_argument("invalid output range");
-    table_.resize(std::size_t{1} << 16);
-    for (int ia = 0; ia < 256; ++ia) {
-      for (int ib = 0; ib < 256; ++ib) {
-        const std::int64_t va = is_signed ? static_cast<std::int8_t>(ia) : ia;
-        const std::int64_t vb = is_signed ? static_cast<std::int8_t>(ib) : ib;
-        const std::int64_t xa = mbqm(sat32((va - z[0]) * (std::int64_t{1} << left_shift)), m[0].m, m[0].shift);
-        const std::int64_t xb = mbqm(sat32((vb - z[1]) * (std::int64_t{1} << left_shift)), m[1].m, m[1].shift);
-        const std::int64_t y = static_cast<std::int64_t>(mbqm(sat32(xa + xb), m[2].m, m[2].shift)) + z[2];
-        // the result's bit pattern (an int8 result as its byte)
-        table_[(static_cast<std::size_t>(ia) << 8) | static_cast<std::size_t>(ib)] =
-            static_cast<std::uint8_t>(y < lo ? lo : (y > hi ? hi : y));
-      }
-    }
-  }
-
-  // y[i] = a[i] + b[i] for n bytes (of the dtype the table was made for).
-  void run(const void* a, const void* b, void* y, std::size_t n) const {
-    const auto* pa = static_cast<const std::uint8_t*>(a);
-    const auto* pb = static_cast<const std::uint8_t*>(b);
-    auto* py = static_cast<std::uint8_t*>(y);
-    const std::uint8_t* t = table_.data();
-    for (std::size_t i = 0; i < n; ++i) py[i] = t[(static_cast<std::size_t>(pa[i]) << 8) | pb[i]];
-  }
-
- private:
-  std::vector<std::uint8_t> table_;
 };
 
 }  // namespace quant

@@ -14,6 +14,10 @@
 // portable C++; the fast one 16 channels a step in 512 bits where it can), the file
 // needs no special compiler flags, and every kernel gives the same bits as quant::mbqm
 // (tested on ties, on +-2^31, at every shift).
+//
+// AddTable: qnn.add of two 8-bit tensors of one shape (accel.quant.quantized_add), the
+// definition tabulated once over every pair of bytes and looked up 16 (AVX-512) or 8 (AVX2)
+// elements a gather.
 #ifndef ACCEL_SDK_REQUANTIZE_HPP
 #define ACCEL_SDK_REQUANTIZE_HPP
 
@@ -604,6 +608,96 @@ class ChannelRequantizer {
   detail::ChannelConsts k_;
   std::vector<std::int32_t> shifts_;
   detail::Scalars s_;
+};
+
+namespace detail {
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+// t[(a[i] << 8) | b[i]] for the first multiple of 16 of n elements; returns how many were done.
+__attribute__((target("avx512f"))) inline std::size_t lookup_pairs_avx512(const std::uint8_t* t, const std::uint8_t* a,
+                                                                           const std::uint8_t* b, std::uint8_t* y,
+                                                                           std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i va = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m512i vb = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    const __m512i g = _mm512_i32gather_epi32(_mm512_or_si512(_mm512_slli_epi32(va, 8), vb), t, 1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(g));  // each lane's low byte
+  }
+  return i;
+}
+
+// The same, 8 at a time.
+__attribute__((target("avx2"))) inline std::size_t lookup_pairs_avx2(const std::uint8_t* t, const std::uint8_t* a,
+                                                                      const std::uint8_t* b, std::uint8_t* y,
+                                                                      std::size_t n) {
+  std::size_t i = 0;
+  const __m256i low = _mm256_set1_epi32(0xff);
+  for (; i + 8 <= n; i += 8) {
+    const __m256i va = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256i vb = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i)));
+    const __m256i idx = _mm256_or_si256(_mm256_slli_epi32(va, 8), vb);
+    const __m256i g = _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t), idx, 1), low);
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm_packus_epi16(w, w));
+  }
+  return i;
+}
+#endif
+}  // namespace detail
+
+// qnn.add of two 8-bit tensors of one shape, as accel.quant.quantized_add defines it: each
+// input's (x - z) << left_shift rescaled by its multiplier, their sum rescaled by the output's,
+// plus the output's zero point, clamped to [lo, hi]. A result depends on the two bytes only, so
+// the definition is tabulated once over every pair (64 KiB, indexed by their bit patterns) and
+// run() is one lookup an element. is_signed: the bytes are int8 (else uint8).
+class AddTable {
+ public:
+  AddTable() = default;
+
+  // m: the multipliers of a, b and the sum; z: the zero points of a, b and the output.
+  AddTable(bool is_signed, const Multiplier (&m)[3], const std::int64_t (&z)[3], int left_shift, std::int64_t lo,
+           std::int64_t hi) {
+    for (const Multiplier& k : m) {
+      if (!valid_multiplier(k.m, k.shift)) throw std::invalid_argument("invalid fixed-point multiplier");
+    }
+    if (left_shift < 0 || left_shift > 30) throw std::invalid_argument("left shift outside [0, 30]");
+    const std::int64_t dlo = is_signed ? -128 : 0, dhi = is_signed ? 127 : 255;
+    if (lo > hi || lo < dlo || hi > dhi) throw std::invalid_argument("invalid output range");
+    table_.resize((std::size_t{1} << 16) + 3);  // + 3: a gather reads 4 bytes at the last index
+    for (int ia = 0; ia < 256; ++ia) {
+      for (int ib = 0; ib < 256; ++ib) {
+        const std::int64_t va = is_signed ? static_cast<std::int8_t>(ia) : ia;
+        const std::int64_t vb = is_signed ? static_cast<std::int8_t>(ib) : ib;
+        const std::int64_t xa = mbqm(sat32((va - z[0]) * (std::int64_t{1} << left_shift)), m[0].m, m[0].shift);
+        const std::int64_t xb = mbqm(sat32((vb - z[1]) * (std::int64_t{1} << left_shift)), m[1].m, m[1].shift);
+        const std::int64_t y = static_cast<std::int64_t>(mbqm(sat32(xa + xb), m[2].m, m[2].shift)) + z[2];
+        // the result's bit pattern (an int8 result as its byte)
+        table_[(static_cast<std::size_t>(ia) << 8) | static_cast<std::size_t>(ib)] =
+            static_cast<std::uint8_t>(y < lo ? lo : (y > hi ? hi : y));
+      }
+    }
+  }
+
+  // y[i] = a[i] + b[i] for n bytes (of the dtype the table was made for): 16 (AVX-512) or 8
+  // (AVX2) lookups a gather, the rest one at a time.
+  void run(const void* a, const void* b, void* y, std::size_t n, RequantizeIsa isa = best_requantize_isa()) const {
+    const auto* pa = static_cast<const std::uint8_t*>(a);
+    const auto* pb = static_cast<const std::uint8_t*>(b);
+    auto* py = static_cast<std::uint8_t*>(y);
+    const std::uint8_t* t = table_.data();
+    std::size_t i = 0;
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+    isa = std::min(isa, best_requantize_isa());
+    if (isa == RequantizeIsa::avx512) i = detail::lookup_pairs_avx512(t, pa, pb, py, n);
+    if (isa == RequantizeIsa::avx2) i = detail::lookup_pairs_avx2(t, pa, pb, py, n);
+#else
+    (void)isa;
+#endif
+    for (; i < n; ++i) py[i] = t[(static_cast<std::size_t>(pa[i]) << 8) | pb[i]];
+  }
+
+ private:
+  std::vector<std::uint8_t> table_;
 };
 
 }  // namespace quant
