@@ -77,6 +77,7 @@ dequantize (ONNX DequantizeLinear): ``float32(q − z) · s`` in float32.
 
 from __future__ import annotations
 
+import importlib
 import math
 import threading
 from collections.abc import Callable
@@ -86,10 +87,18 @@ import numpy as np
 
 from accel.errors import QuantizationError
 
-try:  # the clip ufunc itself: np.clip's Python wrapper costs four times the ufunc on a small array
-    from numpy._core.umath import clip as _clip
-except ImportError:  # numpy 1.x
-    from numpy.core.umath import clip as _clip
+
+def _clip_ufunc() -> Any:
+    """numpy's clip ufunc itself (np.clip's Python wrapper costs four times the ufunc on a small array)."""
+    for module in ("numpy._core.umath", "numpy.core.umath"):  # numpy 2, numpy 1
+        try:
+            return importlib.import_module(module).clip
+        except (ImportError, AttributeError):
+            continue
+    return np.clip
+
+
+_clip = _clip_ufunc()
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
