@@ -362,8 +362,9 @@ class QnnConv final : public Kernel {
     spec.weight_zero_points = q.weight_zero_points;
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
-    // small layers on one thread: waking a team costs more than it saves there
-    op_ = std::make_unique<onednn::IntConvRequantize>(spec, q.requantizer(q.bias), q.y->spec.dtype, c.threads_for(q.macs()));
+    // small layers on one thread: sharing them costs more than it saves
+    op_ = std::make_unique<onednn::IntConvRequantize>(spec, q.requantizer(q.bias), q.y->spec.dtype,
+                                                      c.threads_for(q.macs(), accel_sdk::kSmallBandedLayer));
   }
 
   void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }

@@ -442,8 +442,6 @@ class MaxPoolCommand final : public Command {
   dnn::Pool pool_;
 };
 
-// Below this many multiply-accumulates a conv / fc command runs on one thread.
-constexpr double kSmallLayer = 1 << 20;
 
 // -- CONV / FC: oneDNN int8 accumulation (exact on every CPU) + the sdk's banded requantize ---------
 // conv params: [kh, kw, sh, sw, pt, pl, pb, pr, groups, in_zp, out_zp, act_min, act_max]; fc params: the last four.
@@ -478,7 +476,7 @@ class LinearCommand final : public Command {
     const double taps = static_cast<double>(spec.shape.in_channels / std::max<std::int64_t>(spec.shape.groups, 1)) *
                         static_cast<double>(win.kh * win.kw);
     const double macs = static_cast<double>(ty.spec.shape.elements()) * taps;
-    const int team = bandable ? accel_sdk::threads_for(macs, threads, kSmallLayer) : 1;
+    const int team = bandable ? accel_sdk::threads_for(macs, threads, accel_sdk::kSmallBandedLayer) : 1;
     op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, team, bandable ? 0 : -1);
   }
   void run(Exec& e) const override { op_->run(e.in(0), e.out(0)); }

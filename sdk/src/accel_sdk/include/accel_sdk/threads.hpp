@@ -34,6 +34,11 @@ constexpr int kMaxThreads = 1024;
 // MobileNetV2 fp32 at 2 threads 3.88 against 3.99 ms on acl, 3.94 against 4.20 ms on bnns).
 constexpr double kSmallWork = 1 << 21;
 
+// Below this many multiply-accumulates an int8 layer run as bands (accel_sdk::onednn::
+// IntConvRequantize) stays on one thread: its bands go to accel_sdk's pool, whose caller does
+// not wait for a sleeping partner, so the bar is lower than kSmallWork.
+constexpr double kSmallBandedLayer = 1 << 20;
+
 // Below this many elements a memory-bound pass (elementwise arithmetic, a copy) runs on one
 // thread: a 75k-float add takes 10 us on one, 15-30 us on two sleeping OpenMP threads (the
 // partner's wake-up is most of it).
