@@ -236,19 +236,25 @@ class IntConv {
     execute(stream, b, src, acc, band_size(band), tmp);
   }
   // fn(image, band, scratch) for every band of every image on up to threads() threads, each
-  // band a oneDNN call on one thread (ThreadScope(1)): accel_sdk's pool, whose caller takes
-  // bands too and does not wait for a worker that has not started (a partner CPU slow to wake,
-  // or slower than the caller's, costs what it did not do, not a barrier per layer).
+  // band a oneDNN call on one thread (ThreadScope(1)), on accel_sdk's pool: the bands in one
+  // contiguous share a thread, so that from layer to layer a thread mostly reads the rows it
+  // wrote (on a virtual machine whose two CPUs do not share a cache, MobileNetV2 QDQ at 2
+  // threads went from 2.12-2.16 to 1.85-1.92 ms against bands handed out one at a time); the
+  // caller takes a share too and does not wait for a worker that has not started (it takes
+  // that share as well).
   template <class Fn>
   void for_each_band(Fn&& fn) const {
     const std::size_t per_image = band_of_.size();
     const std::size_t tasks = static_cast<std::size_t>(s_.batch) * per_image;
-    auto task = [&](std::size_t t) {
+    const std::size_t shares = std::min<std::size_t>(tasks, static_cast<std::size_t>(std::max(1, threads_)));
+    auto share = [&](std::size_t k) {
       ThreadScope one(1);
       thread_local std::vector<std::int32_t> tmp;  // each thread's own
-      fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
+      for (std::size_t t = k * tasks / shares; t < (k + 1) * tasks / shares; ++t) {
+        fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
+      }
     };
-    accel_sdk::parallel_for(tasks, task, static_cast<std::size_t>(std::max(1, threads_)));
+    accel_sdk::parallel_for(shares, share, shares);
   }
 
  private:
