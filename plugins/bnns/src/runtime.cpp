@@ -156,11 +156,11 @@ class Reorder {
 
   void execute(dnnl::stream& stream, const void* from, void* to, std::uint8_t* scratch) const {
     onednn::ThreadScope scope(threads_);
-    const auto& eng = onednn::engine();
-    std::unordered_map<int, memory> args{{DNNL_ARG_FROM, memory(from_, eng, const_cast<void*>(from))},
-                                         {DNNL_ARG_TO, memory(to_, eng, to)}};
-    if (scratch_.get_size()) args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, eng, scratch));
-    prim_.execute(stream, args);
+    const memory a = onednn::thread_memory(onednn::kSrcMemory, from_, from);
+    const memory b = onednn::thread_memory(onednn::kDstMemory, to_, to);
+    const memory pad = scratch_.get_size() ? onednn::thread_memory(onednn::kScratchMemory, scratch_, scratch) : memory();
+    onednn::execute(prim_, stream,
+                    {{DNNL_ARG_FROM, &a}, {DNNL_ARG_TO, &b}, {DNNL_ARG_SCRATCHPAD, scratch_.get_size() ? &pad : nullptr}});
   }
 
  private:
