@@ -123,6 +123,7 @@ class Layer : public Kernel {
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
   }
+  const Op& op() const { return *op_; }
   using Operands = FloatOperands;
   static Operands operands(const Ctx& c, int r) { return float_operands(c, r); }
   static const float* bias(const Ctx& c, std::int64_t outputs) { return float_bias(c, outputs); }
@@ -164,7 +165,28 @@ class ConvF32 final : public Layer<onednn::FloatConv> {
     const auto src_md = nhwc_desc(x.spec.shape, dt::f32), dst_md = nhwc_desc(y.spec.shape, dt::f32);
     const double macs = static_cast<double>(y.spec.shape.elements()) * static_cast<double>(w.spec.shape.elements() / w.spec.shape[0]);
     set(c, [&] { return onednn::FloatConv(spec, c.threads_for(macs), &src_md, &dst_md); });
+    conv_ = &op();
+    clip_out_ = a.act == 2;  // outputs in [0, hi]
+    // A bounded ReLU convolution of this partition writes the input: when its own check found
+    // nothing this run, the input is finite and in [0, its hi], and this layer's check (a scan
+    // of the whole input) is needed only when that bound is past the fused kernel's limit.
+    for (const auto& n : c.g.nodes()) {
+      if (n.kernel != "conv2d" || n.outputs.empty() || n.outputs[0] != c.n.inputs[0]) continue;
+      const double hi = n.attrs.has("activation") && n.attrs.integer("activation") == 2 ? n.attrs.number("act_max") : -1.0;
+      skip_when_bounded_ = hi >= 0.0 && hi <= static_cast<double>(conv_->nan_limit());
+    }
   }
+
+  void run(Exec& e) const override {
+    onednn::ThreadScope threads(conv_->threads());
+    const bool check = !(skip_when_bounded_ && e.bounded != nullptr && e.bounded[ins[0]] != 0);
+    const bool repaired = conv_->execute(e.call.stream(), e.in<float>(0), e.out<float>(0), check);
+    if (e.bounded != nullptr) e.bounded[outs[0]] = clip_out_ && !repaired ? 1 : 0;
+  }
+
+ private:
+  const onednn::FloatConv* conv_ = nullptr;
+  bool clip_out_ = false, skip_when_bounded_ = false;
 };
 
 // dense (+ bias): [M, K] x [N, K].

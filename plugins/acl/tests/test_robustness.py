@@ -253,3 +253,39 @@ def test_concurrent_runs_with_nan_and_inf_inputs_agree_with_one_run_at_a_time():
     assert any(np.isnan(next(iter(w.values()))).any() for w in want)
     errors = concurrent_mismatches(executable.run, feeds, want)
     assert not errors, errors[:3]
+
+
+@pytest.mark.parametrize("kind", ["normal", "nan_and_inf", "huge"])
+def test_a_bounded_relu_chain_skips_only_the_checks_it_may(kind):
+    """A convolution whose input is a bounded ReLU convolution's output skips its NaN scan when that
+    convolution's own scan found nothing this run; NaN, ±Inf and huge inputs still reach every layer as
+    the reference computes them (the first scan finds them, so the next ones run)."""
+    from accel.executor import ReferenceExecutor
+
+    b = GraphBuilder(x=(1, 8, 20, 20))
+    y = b.op("nn.conv2d", b.x["x"], b.const(cases.weights(16, 8, 1, 1)))
+    y = b.op("clip", b.op("nn.bias_add", y, b.const(cases.weights(16))), a_min=0.0, a_max=6.0)
+    y = b.op("nn.conv2d", y, b.const(cases.weights(16, 1, 3, 3)), padding=(1, 1, 1, 1), groups=16)
+    y = b.op("clip", b.op("nn.bias_add", y, b.const(cases.weights(16))), a_min=0.0, a_max=6.0)
+    y = b.op("nn.relu", b.op("nn.conv2d", y, b.const(cases.weights(8, 16, 1, 1))))
+    graph = b.done(y)
+    executable = compiled(graph).executable(threads=1)
+    assert len(executable.handles) == 1
+    x = np.random.default_rng(5).standard_normal((1, 8, 20, 20)).astype(np.float32)
+    if kind == "nan_and_inf":
+        x.reshape(-1)[::37] = np.nan
+        x.reshape(-1)[5::101] = np.inf
+        x.reshape(-1)[9::103] = -np.inf
+    if kind == "huge":
+        x.reshape(-1)[::41] = 3e37
+    for _ in range(2):  # a second run starts with fresh flags
+        got = executable.run({"x": x})[graph.outputs[0].name]
+        want = ReferenceExecutor(graph).run({"x": x})[graph.outputs[0].name]
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        if kind == "nan_and_inf":
+            assert np.isnan(want).any()
+        finite = np.isfinite(want)
+        assert np.array_equal(finite, np.isfinite(got))
+        np.testing.assert_allclose(
+            got[finite], want[finite], rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want[finite]).max(initial=0)))
+        )

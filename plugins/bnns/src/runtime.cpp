@@ -24,6 +24,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -327,13 +328,36 @@ class Conv2d final : public BnnsKernel {
     input(c, f, 0, conv_->src_desc());
     output(c, f, conv_->dst_desc());
     finish(0);
+    bound_ = output_bound(c.n);
+    // a convolution of this partition with a clamp or sigmoid writes the input: when its own NaN
+    // check found nothing this run, the input is finite and within that bound, and this layer's
+    // check (a read of the whole input) is needed only when the bound is past its limit
+    for (const auto& n : c.g.nodes()) {
+      if (n.kernel == "conv2d" && !n.outputs.empty() && n.outputs[0] == c.n.inputs[0]) {
+        const double b = output_bound(n);
+        skip_when_bounded_ = b >= 0.0 && b <= static_cast<double>(conv_->nan_limit());
+      }
+    }
   }
 
  private:
+  // The largest magnitude a conv2d node's activation leaves (a clamp's or sigmoid's), -1 for none.
+  static double output_bound(const accel_sdk::GraphNode& n) {
+    if (!n.attrs.has("activation")) return -1.0;
+    const std::string& act = n.attrs.string("activation");
+    if (act == "sigmoid") return 1.0;
+    if (act == "clamp") return std::max(std::fabs(n.attrs.number("act_min")), std::fabs(n.attrs.number("act_max")));
+    return -1.0;
+  }
+
   void compute(Exec& e, const void* const* src, void* dst, std::uint8_t*) const override {
-    conv_->execute(e.call.stream(), static_cast<const float*>(src[0]), static_cast<float*>(dst));
+    const bool check = !(skip_when_bounded_ && e.bounded != nullptr && e.bounded[ins[0]] != 0);
+    const bool repaired = conv_->execute(e.call.stream(), static_cast<const float*>(src[0]), static_cast<float*>(dst), check);
+    if (e.bounded != nullptr) e.bounded[outs[0]] = bound_ >= 0.0 && !repaired ? 1 : 0;
   }
   std::unique_ptr<const onednn::FloatConv> conv_;
+  double bound_ = -1.0;
+  bool skip_when_bounded_ = false;
 };
 
 // dense (+ bias, GELU): accel_sdk's FloatDense over x viewed as [M, K].

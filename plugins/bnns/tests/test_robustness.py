@@ -136,3 +136,35 @@ def test_one_handle_from_several_threads_with_nan_and_inf():
             for which, y in r:
                 for a, b in zip(y, alone[which]):
                     assert a.tobytes() == b.tobytes()
+
+
+def test_a_clamp_chain_skips_only_the_checks_it_may():
+    """A convolution whose input is a clamp (ReLU6) or sigmoid convolution's output skips its NaN read when
+    that convolution's own read found nothing this run; NaN, ±Inf and huge inputs still reach every layer as
+    the reference computes them. 20 channels: oneDNN's blocked formats pad them."""
+    b = GraphBuilder(x=(1, 20, 12, 12))
+    y = b.op("nn.conv2d", b.x["x"], b.const(_w(20, 20, 1, 1)))
+    y = b.op("clip", b.op("nn.bias_add", y, b.const(_w(20))), a_min=0.0, a_max=6.0)
+    y = b.op("nn.conv2d", y, b.const(_w(20, 1, 3, 3)), padding=(1, 1, 1, 1), groups=20)
+    y = b.op("sigmoid", b.op("nn.bias_add", y, b.const(_w(20))))
+    y = b.op("nn.relu", b.op("nn.conv2d", y, b.const(_w(8, 20, 1, 1))))
+    graph = b.done(y)
+    exe = accel.compile(graph, ["bnns"]).executable(threads=1)
+    assert len(exe.handles) == 1
+    for kind in ("normal", "nan_and_inf", "huge"):
+        x = np.random.default_rng(5).standard_normal((1, 20, 12, 12)).astype(np.float32)
+        if kind == "nan_and_inf":
+            x.reshape(-1)[::37] = np.nan
+            x.reshape(-1)[5::101] = np.inf
+            x.reshape(-1)[9::103] = -np.inf
+        if kind == "huge":
+            x.reshape(-1)[::41] = 3e37
+        for _ in range(2):  # each run starts with fresh flags
+            got = exe.run({"x": x})[graph.outputs[0].name]
+            want = ReferenceExecutor(graph).run({"x": x})[graph.outputs[0].name]
+            assert np.array_equal(np.isnan(got), np.isnan(want)), kind
+            assert kind != "nan_and_inf" or np.isnan(want).any()
+            finite = np.isfinite(want)
+            assert np.array_equal(finite, np.isfinite(got)), kind
+            scale = max(1.0, float(np.abs(want[finite]).max(initial=0)))
+            np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5 * scale)

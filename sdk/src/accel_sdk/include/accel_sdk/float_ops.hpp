@@ -260,16 +260,19 @@ struct Unfused {
   }
 
   // After the fused run into dst: when src is past the limit, the unfused run, its NaNs and
-  // what the fused kernel overflowed.
-  void fix(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory* bias, const dnnl::memory& dst) const {
-    if (!on) return;
+  // what the fused kernel overflowed; true when it ran. check = false: the caller knows src
+  // is finite and within the limit.
+  bool fix(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory* bias, const dnnl::memory& dst,
+           bool check = true) const {
+    if (!on || !check) return false;
     const dnnl::memory::desc& dst_md = dst.get_desc();
     const std::size_t nx = src.get_desc().get_size() / sizeof(float), ny = dst_md.get_size() / sizeof(float);
-    if (!any_past(static_cast<const float*>(src.get_data_handle()), nx, limit)) return;
+    if (!any_past(static_cast<const float*>(src.get_data_handle()), nx, limit)) return false;
     float* pre = thread_floats(ny, 0);
     execute_weighted(prim, scratch, stream, src, weights, bias, dnnl::memory(dst_md, engine(), pre));
     stream.wait();
     repair_from_unfused(pre, static_cast<float*>(dst.get_data_handle()), ny, ops);
+    return true;
   }
 };
 
@@ -393,15 +396,18 @@ class FloatConv {
   float nan_limit() const { return unfused_.on ? unfused_.limit : std::numeric_limits<float>::infinity(); }
 
   // src / dst in the primitive's formats (src_desc(), dst_desc()); the caller sets the threads.
-  void execute(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& dst) const {
-    guard("float convolution", [&] {
+  // check = false skips the NaN check (nan_limit()): the caller knows src is finite and at
+  // most nan_limit() in magnitude. True when the check found values past the limit (dst was
+  // then repaired from the unfused pass, and may hold NaN).
+  bool execute(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& dst, bool check = true) const {
+    return guard("float convolution", [&] {
       detail::execute_weighted(prim_, scratch_, stream, src, weights_, has_bias_ ? &bias_ : nullptr, dst);
-      unfused_.fix(stream, src, has_bias_ ? &bias_ : nullptr, dst);
+      return unfused_.fix(stream, src, has_bias_ ? &bias_ : nullptr, dst, check);
     });
   }
   // The same on buffers in those formats.
-  void execute(dnnl::stream& stream, const float* src, float* dst) const {
-    execute(stream, thread_memory(kSrcMemory, src_, src), thread_memory(kDstMemory, dst_, dst));
+  bool execute(dnnl::stream& stream, const float* src, float* dst, bool check = true) const {
+    return execute(stream, thread_memory(kSrcMemory, src_, src), thread_memory(kDstMemory, dst_, dst), check);
   }
 
   // src / dst in the caller's layout (batch x in_channels x in_h x in_w, NHWC or NCHW).

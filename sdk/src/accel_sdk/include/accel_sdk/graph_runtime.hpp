@@ -97,6 +97,10 @@ struct KernelExec {
   Call& call;
   const std::vector<std::uint32_t>& ins;
   const std::vector<std::uint32_t>& outs;
+  // One flag a tensor for this run, all 0 at its start (GraphRuntime's runs; null elsewhere):
+  // a kernel may set its output's to 1 when the values it wrote are finite and within bounds
+  // its readers know from the blob (a clip's, say), so that they can skip checks of their own.
+  std::uint8_t* bounded = nullptr;
 
   // The kernel's i-th input / output (its ins / outs), as T.
   template <class T = void>
@@ -210,9 +214,10 @@ class GraphRuntime {
     for (std::size_t i = 0; i < inputs.size(); ++i) ptr[in_ids_[i]] = inputs[i].data();
     for (std::size_t i = 0; i < outputs.size(); ++i) ptr[out_ids_[i]] = outputs[i].data();
     for (const auto& [id, off] : arena_at_) ptr[id] = arena.data() + off;
+    std::vector<std::uint8_t> bounded(base_ptr_.size(), 0);
     for (std::size_t k = 0; k < kernels_.size(); ++k) {
       const Kernel& kern = *kernels_[k];
-      Exec e{ptr.data(), arena.data() + scratch_at_[k], call, kern.ins, kern.outs};
+      Exec e{ptr.data(), arena.data() + scratch_at_[k], call, kern.ins, kern.outs, bounded.data()};
       const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       try {
         kern.run(e);
