@@ -34,6 +34,7 @@ from accel_sdk.testing import (  # noqa: E402
     Case,
     Refusal,
     edge_values,
+    float_mismatch,
     shortfall,
 )
 from accel_testbackend import TestBackend  # noqa: E402
@@ -471,3 +472,13 @@ def test_a_shortfall_past_the_blob_means_the_reader_lost_track():
     assert _truncation_problem("needs 4 bytes, 2 left", 10) is None
     assert "lost track" in (_truncation_problem("needs 4 bytes, 18446744073709551615 left", 10) or "")
     assert "no shortfall" in (_truncation_problem("needs 4 bytes, 4 left", 10) or "")
+
+
+def test_float_mismatch_holds_nan_and_infinities_to_their_places():
+    want = np.array([1.0, np.nan, np.inf, -np.inf, -0.0, 250.0], np.float32)
+    assert float_mismatch(want.copy(), want) is None
+    assert float_mismatch(want + np.float32(1e-4), want) is None  # 4e-7 of the largest magnitude
+    assert float_mismatch(np.where(np.isnan(want), 0.0, want), want) == "NaN at 0 places, expected 1"
+    assert float_mismatch(np.where(np.isneginf(want), np.inf, want), want) == "+Inf at 2 places, expected 1"
+    assert float_mismatch(want * np.float32(1.01), want).startswith("relative error 1.00e-02")
+    assert float_mismatch(want[:3], want) == "shape (3,), expected (6,)"

@@ -85,6 +85,7 @@ __all__ = [
     "Region",
     "concurrent_mismatches",
     "edge_values",
+    "float_mismatch",
     "random_inputs",
     "shortfall",
 ]
@@ -206,6 +207,21 @@ def edge_values(array: np.ndarray, seed: int = 0) -> np.ndarray:
     for k, at in enumerate(places):
         flat[at] = edges[(start + k) % len(edges)]
     return out
+
+
+def float_mismatch(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5) -> str | None:
+    """None when ``got`` has NaN, +Inf and −Inf exactly where ``want`` has them and its other values are
+    within ``rtol`` of ``want``'s largest finite magnitude (at least 1); else what differs."""
+    got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got64.shape != want64.shape:
+        return f"shape {got64.shape}, expected {want64.shape}"
+    for name, where in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)):
+        if not np.array_equal(where(got64), where(want64)):
+            return f"{name} at {int(np.sum(where(got64)))} places, expected {int(np.sum(where(want64)))}"
+    finite = np.isfinite(want64)
+    scale = max(1.0, float(np.abs(want64[finite]).max(initial=0.0)))
+    err = float(np.abs(got64[finite] - want64[finite]).max(initial=0.0)) / scale
+    return None if err <= rtol else f"relative error {err:.2e} > {rtol:.0e}"
 
 
 _SHORTFALL: tuple[tuple[re.Pattern[str], Callable[[Sequence[str]], tuple[int, int]]], ...] = (
