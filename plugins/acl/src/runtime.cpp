@@ -170,9 +170,8 @@ class ConvF32 final : public Layer<onednn::FloatConv> {
     // A bounded ReLU convolution of this partition writes the input: when its own check found
     // nothing this run, the input is finite and in [0, its hi], and this layer's check (a scan
     // of the whole input) is needed only when that bound is past the fused kernel's limit.
-    for (const auto& n : c.g.nodes()) {
-      if (n.kernel != "conv2d" || n.outputs.empty() || n.outputs[0] != c.n.inputs[0]) continue;
-      const double hi = n.attrs.has("activation") && n.attrs.integer("activation") == 2 ? n.attrs.number("act_max") : -1.0;
+    if (const accel_sdk::GraphNode* n = c.g.producer(c.n.inputs[0]); n != nullptr && n->kernel == "conv2d") {
+      const double hi = n->attrs.integer("activation", 0) == 2 ? n->attrs.number("act_max") : -1.0;
       skip_when_bounded_ = hi >= 0.0 && hi <= static_cast<double>(conv_->nan_limit());
     }
   }

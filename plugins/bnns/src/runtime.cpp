@@ -332,11 +332,9 @@ class Conv2d final : public BnnsKernel {
     // a convolution of this partition with a clamp or sigmoid writes the input: when its own NaN
     // check found nothing this run, the input is finite and within that bound, and this layer's
     // check (a read of the whole input) is needed only when the bound is past its limit
-    for (const auto& n : c.g.nodes()) {
-      if (n.kernel == "conv2d" && !n.outputs.empty() && n.outputs[0] == c.n.inputs[0]) {
-        const double b = output_bound(n);
-        skip_when_bounded_ = b >= 0.0 && b <= static_cast<double>(conv_->nan_limit());
-      }
+    if (const accel_sdk::GraphNode* n = c.g.producer(c.n.inputs[0]); n != nullptr && n->kernel == "conv2d") {
+      const double b = output_bound(*n);
+      skip_when_bounded_ = b >= 0.0 && b <= static_cast<double>(conv_->nan_limit());
     }
   }
 

@@ -269,6 +269,10 @@ class GraphBlob {
   const std::vector<std::uint32_t>& inputs() const { return inputs_; }
   const std::vector<std::uint32_t>& outputs() const { return outputs_; }
   const std::vector<GraphNode>& nodes() const { return nodes_; }
+  // The node that writes tensor `id`, or null (a graph input, a constant).
+  const GraphNode* producer(std::uint32_t id) const {
+    return id < producer_.size() && producer_[id] >= 0 ? &nodes_[static_cast<std::size_t>(producer_[id])] : nullptr;
+  }
 
   // Specs of the graph inputs and outputs, for accel_sdk::check_tensors in run().
   std::vector<TensorSpec> input_specs() const { return specs(inputs_); }
@@ -289,6 +293,7 @@ class GraphBlob {
   std::vector<GraphTensor> tensors_;
   std::vector<std::uint32_t> inputs_, outputs_;
   std::vector<GraphNode> nodes_;
+  std::vector<std::int64_t> producer_;  // tensor id -> index in nodes_, -1 for none
 };
 
 namespace detail {
@@ -370,6 +375,10 @@ class GraphBlobParser {
     const std::uint32_t n = r_.read_count(33, "node count", lim_.max_nodes);  // the fields of a node without content
     g_.nodes_.resize(n);
     for (std::uint32_t i = 0; i < n; ++i) node(g_.nodes_[i], i);
+    g_.producer_.assign(g_.tensors_.size(), -1);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      for (std::uint32_t id : g_.nodes_[i].outputs) g_.producer_[id] = i;
+    }
     for (std::uint32_t id : g_.outputs_) {
       if (state_[id] != DEFINED) r_.fail("graph output " + std::to_string(id) + " is never written");
     }
