@@ -13,6 +13,7 @@
 #include <accel_sdk/quant.hpp>
 #include <accel_sdk/requantize.hpp>
 #include <accel_sdk/tensor.hpp>
+#include <accel_sdk/thread_pool.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -358,16 +359,23 @@ class QnnAdd final : public accel_sdk::Kernel<Call> {
     const std::int64_t clamp_hi = c.integer("clamp_max", lo, hi);
     if (clamp_lo > clamp_hi) c.fail("clamp_min is above clamp_max");
     n_ = y.shape.elements();
+    // a large add in ranges on accel-sdk's pool (whose caller does not wait for a sleeping worker)
+    shares_ = static_cast<std::size_t>(c.threads_for(static_cast<double>(n_), accel_sdk::kSmallLookup));
     table_ = quant::AddTable(y.dtype == ACCEL_INT8, mult, zero, left, clamp_lo, clamp_hi);
     this->ins = {c.n.inputs[0], c.n.inputs[1]};
     this->outs = {c.n.outputs[0]};
   }
 
-  void run(Exec& e) const override { table_.run(e.ptr[this->ins[0]], e.ptr[this->ins[1]], e.ptr[this->outs[0]], n_); }
+  void run(Exec& e) const override {
+    const auto* a = static_cast<const std::uint8_t*>(e.ptr[this->ins[0]]);
+    const auto* b = static_cast<const std::uint8_t*>(e.ptr[this->ins[1]]);
+    auto* y = static_cast<std::uint8_t*>(e.ptr[this->outs[0]]);
+    accel_sdk::parallel_ranges(n_, shares_, [&](std::size_t i0, std::size_t i1) { table_.run(a + i0, b + i0, y + i0, i1 - i0); });
+  }
 
  private:
   quant::AddTable table_;
-  std::size_t n_ = 0;
+  std::size_t n_ = 0, shares_ = 1;
 };
 
 

@@ -10,9 +10,14 @@ import sys
 from pathlib import Path
 
 import acl_cases as cases
+import numpy as np
 import pytest
 from accel_acl import AclBackend
-from acl_helpers import check
+from acl_cases import qtype
+from acl_helpers import check, compiled, inputs_for
+
+from accel.builder import GraphBuilder
+from accel.executor import ReferenceExecutor
 
 CONVS = [
     # shape, out, kernel, strides, padding, dilation, groups, act, pad
@@ -99,6 +104,22 @@ def test_l2_pool():
 def test_qnn_ops(dtype):
     check(cases.qnn_network(dtype, conv=False))
     check(cases.qnn_network(dtype))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_large_qnn_add_in_ranges(dtype, threads):
+    """A qnn.add of more than 2^15 elements runs in ranges on the handle's threads (one on one)."""
+    lo = 0 if dtype == "uint8" else -128
+    b = GraphBuilder(x=qtype((1, 24, 56, 57), dtype, 0.05, lo + 30), y=qtype((1, 24, 56, 57), dtype, 0.11, lo + 200))
+    graph = b.done(b.op("qnn.add", b.x["x"], b.x["y"], out_scale=0.07, out_zero_point=lo + 100))
+    feed = inputs_for(graph)
+    artifact = compiled(graph)
+    assert [backend for _, backend in artifact.partitions] == ["acl"]
+    got = artifact.executable(threads=threads).run(feed)
+    want = ReferenceExecutor(graph).run(feed)
+    name = graph.outputs[0].name
+    np.testing.assert_array_equal(got[name], want[name])
 
 
 @pytest.mark.parametrize("per_axis", [False, True])

@@ -26,15 +26,16 @@ RNG = np.random.default_rng(11)
 BACKEND = EthosnBackend(EthosnOptions(min_work=1))
 
 
-def check(graph, expect_ops: set[str], seed: int = 0) -> None:
-    """Every region: loaded once, run on seeded inputs, bitwise the reference; ``expect_ops`` all offloaded."""
+def check(graph, expect_ops: set[str], seed: int = 0, threads: int = 0) -> None:
+    """Every region: loaded once (on ``threads``; 0: every core), run on seeded inputs, bitwise the
+    reference; ``expect_ops`` all offloaded."""
     result = partition_graph(graph, [BACKEND])
     taken = set()
     for region in result.regions:
         body = region.body
         assert body is not None
         taken |= {n.attrs.get("composite", n.op) for n in body.nodes}
-        rt = _runtime.Runtime(BACKEND.serialize(body))
+        rt = _runtime.Runtime(BACKEND.serialize(body), threads)
         feeds = random_inputs(body, seed)
         ins = [np.ascontiguousarray(feeds[v.name]) for v in body.inputs]
         outs = [np.full(v.type.shape, 0x5A, v.type.dtype) for v in body.outputs]
@@ -109,6 +110,30 @@ def test_mean_and_add(dtype, shape):
     mean = widen_avg(b, x, "mean", axis=(2, 3), keepdims=True)
     add = b.op("qnn.add", x, z, out_scale=0.07, out_zero_point=lo + 100)
     check(b.done(mean, add), {"ethosn.qnn_mean", "ethosn.qnn_add"})
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("widen_scale", [1 / 8, 0.37, 1.0])
+def test_mean_widened_by_requantize(dtype, widen_scale):
+    """A mean widened by a requantize to int32: with a power-of-two scale the widening is affine in the
+    input (the runtime sums the inputs and scales the sums), with 0.37 it rounds (each byte looked up)."""
+    lo = 0 if dtype == "uint8" else -128
+    b = GraphBuilder(x=qt((1, 40, 9, 7), dtype, 0.05, lo + 90))
+    x = b.op("nn.max_pool2d", b.x["x"], pool_size=(1, 1))
+    wide = b.op("qnn.requantize", x, out_scale=0.05 * widen_scale, out_zero_point=0, out_dtype="int32")
+    mean = b.op("mean", wide, axis=(2, 3), keepdims=True)
+    y = b.op("qnn.requantize", mean, out_scale=0.03, out_zero_point=lo + 20, out_dtype=dtype)
+    check(b.done(y), {"ethosn.qnn_mean"})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_add_in_shares(threads):
+    """An add of more than 2^15 elements runs in shares on the handle's threads (one share on one)."""
+    b = GraphBuilder(x=qt((1, 24, 56, 57), "uint8", 0.05, 30), z=qt((1, 24, 56, 57), "uint8", 0.11, 200))
+    x = b.op("nn.max_pool2d", b.x["x"], pool_size=(1, 1))
+    z = b.op("nn.max_pool2d", b.x["z"], pool_size=(1, 1))
+    add = b.op("qnn.add", x, z, out_scale=0.07, out_zero_point=100)
+    check(b.done(add), {"ethosn.qnn_add"}, threads=threads)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])

@@ -186,6 +186,19 @@ void parallel_for(std::size_t n, Fn&& fn, std::size_t max_threads = 0) {
   ThreadPool::global().parallel_for(n, std::forward<Fn>(fn), max_threads);
 }
 
+// fn(begin, end) over [0, n) cut into `shares` contiguous ranges (each starting at a multiple of
+// `align`), on the process-wide pool: one range a thread, the caller taking its own.
+template <class Fn>
+void parallel_ranges(std::size_t n, std::size_t shares, Fn&& fn, std::size_t align = 64) {
+  shares = std::max<std::size_t>(1, std::min(shares, (n + align - 1) / align));
+  if (shares == 1) {
+    fn(std::size_t{0}, n);
+    return;
+  }
+  auto edge = [&](std::size_t k) { return k == shares ? n : n * k / shares / align * align; };
+  parallel_for(shares, [&](std::size_t k) { fn(edge(k), edge(k + 1)); }, shares);
+}
+
 }  // namespace accel_sdk
 
 #endif  // ACCEL_SDK_THREAD_POOL_HPP

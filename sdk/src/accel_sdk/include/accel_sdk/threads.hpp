@@ -44,6 +44,11 @@ constexpr double kSmallBandedLayer = 1 << 20;
 // partner's wake-up is most of it).
 constexpr double kSmallElementwise = 1 << 20;
 
+// Below this many elements a pass that looks each element up in a table (quant::AddTable) runs on
+// one thread; from here a range on each thread of accel_sdk's pool pays (MobileNetV2 QDQ's add of
+// 75k elements: 27 us on one thread; at 2^13 the smaller adds lost more to the pool than they gained).
+constexpr double kSmallLookup = 1 << 15;
+
 // The cores this process may run on (its CPU affinity where the system tells), at least 1.
 inline int available_cores() {
 #if defined(__linux__) && defined(CPU_COUNT)
