@@ -561,12 +561,6 @@ struct QnnLayer {
     q.hi = static_cast<std::int32_t>(rq.hi);
     return q;
   }
-
-  // multiply-accumulates of the layer (for the one-thread decision on small layers)
-  double macs() const {
-    const Shape& ws = w->spec.shape;
-    return static_cast<double>(y->spec.shape.elements()) * static_cast<double>(ws.elements() / ws[0]);
-  }
 };
 
 }  // namespace accel_acl

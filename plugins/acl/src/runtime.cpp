@@ -385,7 +385,7 @@ class QnnConv final : public Kernel {
     outs = {c.n.outputs[0]};
     // small layers on one thread: sharing them costs more than it saves
     op_ = std::make_unique<onednn::IntConvRequantize>(spec, q.requantizer(q.bias), q.y->spec.dtype,
-                                                      c.threads_for(q.macs(), accel_sdk::kSmallBandedLayer));
+                                                      c.threads_for(onednn::banded_work(spec.shape), accel_sdk::kSmallBandedLayer));
   }
 
   void run(Exec& e) const override { op_->run(e.ptr[ins[0]], e.ptr[outs[0]]); }

@@ -504,14 +504,10 @@ class LinearCommand final : public Command {
     // requantized while its accumulators are in cache) spread over one OpenMP team of the handle's threads.
     // A window whose padding alone fills whole output rows (pt or pb >= kh) cannot be cut into bands (a band
     // would read no input row): such rare layers run whole, on one thread.
-    // A small layer runs on one thread: waking a team costs more than it saves there (below 2^20
-    // multiply-accumulates here: the banded int8 layers gain from two threads from about there).
+    // A small layer runs on one thread (accel-sdk's banded_work below kSmallBandedLayer).
     const auto& win = spec.shape.window;
     const bool bandable = win.pt < win.kh && win.pb < win.kh;
-    const double taps = static_cast<double>(spec.shape.in_channels / std::max<std::int64_t>(spec.shape.groups, 1)) *
-                        static_cast<double>(win.kh * win.kw);
-    const double macs = static_cast<double>(ty.spec.shape.elements()) * taps;
-    const int team = bandable ? accel_sdk::threads_for(macs, threads, accel_sdk::kSmallBandedLayer) : 1;
+    const int team = bandable ? accel_sdk::threads_for(dnn::banded_work(spec.shape), threads, accel_sdk::kSmallBandedLayer) : 1;
     op_ = std::make_unique<dnn::IntConvRequantize>(spec, std::move(rq), ty.spec.dtype, team, bandable ? 0 : -1);
   }
   void run(Exec& e) const override { op_->run(e.in(0), e.out(0)); }

@@ -557,6 +557,21 @@ class IntConv {
   std::vector<std::size_t> band_of_;    // band index -> bands_ entry
 };
 
+// The work of an int8 layer in dense multiply-accumulates, for threads_for(work, threads,
+// kSmallBandedLayer) (a backend's choice of threads for its IntConvRequantize): a depthwise
+// one counts each of its multiply-accumulates 8 times, as oneDNN runs them about 8x slower
+// (57-74 against 260-870 GFLOP/s, sdk/benchmarks/bench_onednn.py). Then MobileNetV2's depthwise
+// layers of 0.25-1M multiply-accumulates (14x14x384, 7x7x960, ...) take both threads, which
+// took MobileNetV2 QDQ at 2 threads from 1.38 to 1.31 ms on ethosn (ONNX Runtime 1.03) and from
+// 1.79 to 1.60 ms when the VM's second CPU is slow (ONNX Runtime 1.53).
+constexpr double kDepthwiseWork = 8;
+
+inline double banded_work(const ConvShape& s) {
+  const double macs = static_cast<double>(s.batch * s.out_h() * s.out_w() * s.out_channels) *
+                      static_cast<double>(s.in_per_group() * s.window.kh * s.window.kw);
+  return s.depthwise() ? kDepthwiseWork * macs : macs;
+}
+
 // IntConv + ChannelRequantizer: uint8/int8 NHWC outputs, bit-exact with the core's
 // qnn.conv2d -> nn.bias_add -> qnn.requantize (bias and fused relu/clip in the requantizer).
 class IntConvRequantize {
