@@ -27,6 +27,7 @@ namespace accel_acl {
 using accel_sdk::GraphTensor;
 using accel_sdk::Shape;
 using Ctx = accel_sdk::NodeContext;
+using accel_sdk::GraphNode;
 namespace quant = accel_sdk::quant;
 
 // The version of the "acl" graph blob kind this runtime reads.
@@ -113,6 +114,85 @@ inline PoolParams pool_params(const Ctx& c, const Shape& x, const Shape& y) {
 }
 
 
+// The requantize attributes of a node: multipliers per channel (or one), zero points, clamp.
+struct Requant {
+  std::vector<std::int32_t> m, shift, z_in;
+  std::int64_t z_out = 0, lo = 0, hi = 0;
+
+  static Requant read(const Ctx& c, std::size_t channels, std::int32_t out_dtype) {
+    Requant r;
+    const auto& m = c.n.attrs.ints("multiplier");
+    const auto& s = c.n.attrs.ints("shift");
+    const auto& z = c.n.attrs.ints("input_zero_point");
+    if (m.size() != s.size() || (m.size() != 1 && m.size() != channels) || (z.size() != 1 && z.size() != m.size())) {
+      c.fail("requantize parameters do not fit " + std::to_string(channels) + " channels");
+    }
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (!quant::canonical_multiplier(m[i], s[i])) {
+        c.fail("multiplier " + std::to_string(i) + " (" + std::to_string(m[i]) + ", shift " + std::to_string(s[i]) +
+               ") is not a fixed-point multiplier quantize_multiplier makes");
+      }
+      r.m.push_back(static_cast<std::int32_t>(m[i]));
+      r.shift.push_back(static_cast<std::int32_t>(s[i]));
+    }
+    for (std::int64_t v : z) {
+      if (v < quant::kInt32Min || v > quant::kInt32Max) c.fail("input zero point out of range");
+      r.z_in.push_back(static_cast<std::int32_t>(v));
+    }
+    std::int64_t dlo = 0, dhi = 0;
+    switch (out_dtype) {
+      case ACCEL_UINT8: dlo = 0, dhi = 255; break;
+      case ACCEL_INT8: dlo = -128, dhi = 127; break;
+      case ACCEL_INT32: dlo = quant::kInt32Min, dhi = quant::kInt32Max; break;
+      default: c.fail("requantize output must be uint8, int8 or int32");
+    }
+    r.z_out = c.integer("output_zero_point", dlo, dhi);
+    r.lo = c.integer("clamp_min", dlo, dhi);
+    r.hi = c.integer("clamp_max", dlo, dhi);
+    if (r.lo > r.hi) c.fail("clamp_min > clamp_max");
+    return r;
+  }
+
+  // y[i] for x[i] of channel k.
+  std::int64_t apply(std::int64_t x, std::size_t k) const {
+    const std::size_t j = m.size() == 1 ? 0 : k;
+    const std::int64_t zi = z_in.size() == 1 ? z_in[0] : z_in[j];
+    const std::int64_t v = static_cast<std::int64_t>(quant::mbqm(quant::sat32(x - zi), m[j], shift[j])) + z_out;
+    return v < lo ? lo : (v > hi ? hi : v);
+  }
+};
+
+// A requantize of 8-bit data to int32 that only an integer average pool reads (the widening
+// before it, as the QDQ import writes an average): the pool takes it in and reads the 8-bit
+// tensor, and the requantize does nothing (RequantizeOp and PoolInt both ask this). Per
+// tensor, or per channel along the last axis of a 4-D tensor (NHWC: the pool's channels).
+inline bool pool_takes_widen(const Ctx& rq) {
+  const GraphNode& n = rq.n;
+  if (n.kernel != "requantize" || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  const auto& x = rq.g.tensor(n.inputs[0]).spec;
+  const auto& y = rq.g.tensor(n.outputs[0]).spec;
+  if ((x.dtype != ACCEL_UINT8 && x.dtype != ACCEL_INT8) || y.dtype != ACCEL_INT32 || rq.g.is_output(n.outputs[0])) return false;
+  if (!n.attrs.has("axis")) return false;
+  const std::int64_t axis = rq.n.attrs.integer("axis");
+  if (axis >= 0 && !(x.shape.rank() == 4 && axis == 3)) return false;
+  const GraphNode* pool = rq.g.only_reader(n.outputs[0]);
+  if (pool == nullptr || pool->kernel != "pool2d" || pool->inputs.size() != 1 || pool->outputs.size() != 1) return false;
+  if (!pool->attrs.has("kind") || pool->attrs.string("kind") != "avg") return false;
+  return rq.g.tensor(pool->outputs[0]).spec.dtype == ACCEL_INT32 && x.shape.rank() == 4;
+}
+
+// A requantize of 8-bit data as a table: channel k's result for byte b at [k * 256 + b].
+inline std::vector<std::int32_t> byte_table(const Requant& r, std::size_t channels, std::int32_t in_dtype) {
+  std::vector<std::int32_t> t(channels * 256);
+  for (std::size_t k = 0; k < channels; ++k) {
+    for (int b = 0; b < 256; ++b) {
+      const std::int64_t v = in_dtype == ACCEL_INT8 ? static_cast<std::int8_t>(b) : b;
+      t[k * 256 + static_cast<std::size_t>(b)] = static_cast<std::int32_t>(r.apply(v, k));
+    }
+  }
+  return t;
+}
+
 // Integer average pool: int64 window sums divided rounding half away from zero, as the
 // reference (oneDNN rounds its integer averages another way). Reads In, writes Out.
 template <class Call>
@@ -137,9 +217,19 @@ class PoolInt final : public accel_sdk::Kernel<Call> {
     y_ = y.spec.shape;
     this->ins = {c.n.inputs[0]};
     this->outs = {c.n.outputs[0]};
+    const GraphNode* widen = cast ? nullptr : c.g.producer(c.n.inputs[0]);
+    if (widen != nullptr && pool_takes_widen(Ctx{c.g, *widen, c.threads})) take_widen(Ctx{c.g, *widen, c.threads});
   }
 
   void run(Exec& e) const override {
+    if (!widen_.empty()) {
+      if (in_ == ACCEL_UINT8) {
+        widened<std::uint8_t>(e);
+      } else {
+        widened<std::int8_t>(e);
+      }
+      return;
+    }
     switch (in_) {
       case ACCEL_UINT8: go<std::uint8_t, std::uint8_t>(e); break;
       case ACCEL_INT8: go<std::int8_t, std::int8_t>(e); break;
@@ -192,59 +282,93 @@ class PoolInt final : public accel_sdk::Kernel<Call> {
     }
   }
 
+  // The widening requantize rq (pool_takes_widen): read its 8-bit input, widen through its table.
+  // A table affine in the input value (a cast, or a multiplier that is a power of two, as the
+  // QDQ import widens) lets a window sum the 8-bit values in int32 and widen the sum once.
+  void take_widen(const Ctx& rq) {
+    const auto& x = rq.in(0).spec;
+    const std::int64_t axis = rq.integer("axis", -1, x.shape.rank() - 1);
+    const std::size_t channels = axis < 0 ? 1 : static_cast<std::size_t>(x.shape[3]);
+    const Requant r = Requant::read(rq, channels, ACCEL_INT32);
+    in_ = x.dtype;
+    widen_ = byte_table(r, channels, in_);
+    per_channel_ = channels > 1;
+    affine_ = true;
+    base_.assign(channels, 0);
+    step_.assign(channels, 0);
+    for (std::size_t k = 0; k < channels && affine_; ++k) {
+      const std::int32_t* t = widen_.data() + k * 256;
+      base_[k] = t[0];
+      step_[k] = static_cast<std::int64_t>(t[1]) - t[0];  // byte 1 is the value 1 for either dtype
+      for (int b = 0; b < 256 && affine_; ++b) {
+        const std::int64_t v = in_ == ACCEL_INT8 ? static_cast<std::int8_t>(b) : b;
+        affine_ = t[b] == base_[k] + step_[k] * v;
+      }
+    }
+    affine_ = affine_ && p_.kh * p_.kw <= (std::int64_t{1} << 23);  // byte sums of a window fit int32
+    this->ins = {rq.n.inputs[0]};
+  }
+
+  template <class In>
+  void widened(Exec& e) const {
+    const std::int64_t H = x_[1], W = x_[2], C = x_[3], OH = y_[1], OW = y_[2];
+    const In* x0 = static_cast<const In*>(e.ptr[this->ins[0]]);
+    std::int32_t* y0 = static_cast<std::int32_t*>(e.ptr[this->outs[0]]);
+    const std::size_t c = static_cast<std::size_t>(C);
+    std::vector<std::int64_t> acc(c);
+    std::vector<std::int32_t> bytes(c);
+    for (std::int64_t img = 0; img < x_[0]; ++img) {
+      const In* x = x0 + img * H * W * C;
+      std::int32_t* y = y0 + img * OH * OW * C;
+      for (std::int64_t oh = 0; oh < OH; ++oh) {
+        const std::int64_t sh = oh * p_.sh;
+        const std::int64_t h0 = std::max<std::int64_t>(0, sh - p_.pt), h1 = std::min(H, sh - p_.pt + p_.kh);
+        const std::int64_t ch = count(sh, p_.kh, H, p_.pt, p_.dpb, p_.include_pad);
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          const std::int64_t sw = ow * p_.sw;
+          const std::int64_t w0 = std::max<std::int64_t>(0, sw - p_.pl), w1 = std::min(W, sw - p_.pl + p_.kw);
+          const std::int64_t n = std::max<std::int64_t>(1, ch * count(sw, p_.kw, W, p_.pl, p_.dpr, p_.include_pad));
+          if (affine_) {
+            // the window's values summed in int32 (a loop the compiler vectorizes), widened once:
+            // padding adds nothing, so the base counts the window's real taps only
+            std::fill(bytes.begin(), bytes.end(), 0);
+            for (std::int64_t h = h0; h < h1; ++h) {
+              for (std::int64_t w = w0; w < w1; ++w) {
+                const In* px = x + (h * W + w) * C;
+                for (std::size_t k = 0; k < c; ++k) bytes[k] += px[k];
+              }
+            }
+            const std::int64_t taps = (h1 - h0) * (w1 - w0);
+            for (std::size_t k = 0; k < c; ++k) {
+              const std::size_t j = per_channel_ ? k : 0;
+              acc[k] = taps * base_[j] + step_[j] * bytes[k];
+            }
+          } else {
+            std::fill(acc.begin(), acc.end(), 0);
+            for (std::int64_t h = h0; h < h1; ++h) {
+              for (std::int64_t w = w0; w < w1; ++w) {
+                const In* px = x + (h * W + w) * C;
+                for (std::size_t k = 0; k < c; ++k) {
+                  acc[k] += widen_[(per_channel_ ? k * 256 : 0) + static_cast<std::uint8_t>(px[k])];
+                }
+              }
+            }
+          }
+          std::int32_t* py = y + (oh * OW + ow) * C;
+          for (std::size_t k = 0; k < c; ++k) py[k] = static_cast<std::int32_t>(quant::div_round_away(acc[k], n));
+        }
+      }
+    }
+  }
+
   PoolParams p_{};
   std::int32_t in_ = 0, out_ = 0;
   Shape x_, y_;
+  std::vector<std::int32_t> widen_;  // taken widening: its table (as byte_table), else empty
+  std::vector<std::int64_t> base_, step_;
+  bool per_channel_ = false, affine_ = false;
 };
 
-
-// The requantize attributes of a node: multipliers per channel (or one), zero points, clamp.
-struct Requant {
-  std::vector<std::int32_t> m, shift, z_in;
-  std::int64_t z_out = 0, lo = 0, hi = 0;
-
-  static Requant read(const Ctx& c, std::size_t channels, std::int32_t out_dtype) {
-    Requant r;
-    const auto& m = c.n.attrs.ints("multiplier");
-    const auto& s = c.n.attrs.ints("shift");
-    const auto& z = c.n.attrs.ints("input_zero_point");
-    if (m.size() != s.size() || (m.size() != 1 && m.size() != channels) || (z.size() != 1 && z.size() != m.size())) {
-      c.fail("requantize parameters do not fit " + std::to_string(channels) + " channels");
-    }
-    for (std::size_t i = 0; i < m.size(); ++i) {
-      if (!quant::canonical_multiplier(m[i], s[i])) {
-        c.fail("multiplier " + std::to_string(i) + " (" + std::to_string(m[i]) + ", shift " + std::to_string(s[i]) +
-               ") is not a fixed-point multiplier quantize_multiplier makes");
-      }
-      r.m.push_back(static_cast<std::int32_t>(m[i]));
-      r.shift.push_back(static_cast<std::int32_t>(s[i]));
-    }
-    for (std::int64_t v : z) {
-      if (v < quant::kInt32Min || v > quant::kInt32Max) c.fail("input zero point out of range");
-      r.z_in.push_back(static_cast<std::int32_t>(v));
-    }
-    std::int64_t dlo = 0, dhi = 0;
-    switch (out_dtype) {
-      case ACCEL_UINT8: dlo = 0, dhi = 255; break;
-      case ACCEL_INT8: dlo = -128, dhi = 127; break;
-      case ACCEL_INT32: dlo = quant::kInt32Min, dhi = quant::kInt32Max; break;
-      default: c.fail("requantize output must be uint8, int8 or int32");
-    }
-    r.z_out = c.integer("output_zero_point", dlo, dhi);
-    r.lo = c.integer("clamp_min", dlo, dhi);
-    r.hi = c.integer("clamp_max", dlo, dhi);
-    if (r.lo > r.hi) c.fail("clamp_min > clamp_max");
-    return r;
-  }
-
-  // y[i] for x[i] of channel k.
-  std::int64_t apply(std::int64_t x, std::size_t k) const {
-    const std::size_t j = m.size() == 1 ? 0 : k;
-    const std::int64_t zi = z_in.size() == 1 ? z_in[0] : z_in[j];
-    const std::int64_t v = static_cast<std::int64_t>(quant::mbqm(quant::sat32(x - zi), m[j], shift[j])) + z_out;
-    return v < lo ? lo : (v > hi ? hi : v);
-  }
-};
 
 template <class Call>
 class RequantizeOp final : public accel_sdk::Kernel<Call> {
@@ -266,20 +390,14 @@ class RequantizeOp final : public accel_sdk::Kernel<Call> {
     n_ = x.shape.elements();
     in_ = x.dtype;
     out_ = y.dtype;
-    if (in_ != ACCEL_INT32) {
-      table_.resize(channels_ * 256);
-      for (std::size_t k = 0; k < channels_; ++k) {
-        for (int b = 0; b < 256; ++b) {
-          const std::int64_t v = in_ == ACCEL_INT8 ? static_cast<std::int8_t>(b) : b;
-          table_[k * 256 + static_cast<std::size_t>(b)] = static_cast<std::int32_t>(r_.apply(v, k));
-        }
-      }
-    }
+    if (in_ != ACCEL_INT32) table_ = byte_table(r_, channels_, in_);
+    taken_ = pool_takes_widen(c);  // then the pool reads x and this kernel writes nothing
     this->ins = {c.n.inputs[0]};
     this->outs = {c.n.outputs[0]};
   }
 
   void run(Exec& e) const override {
+    if (taken_) return;
     switch (in_) {
       case ACCEL_UINT8: by_out<std::uint8_t>(e); break;
       case ACCEL_INT8: by_out<std::int8_t>(e); break;
@@ -329,6 +447,7 @@ class RequantizeOp final : public accel_sdk::Kernel<Call> {
   std::size_t channels_ = 1, inner_ = 1, n_ = 0;
   std::int32_t in_ = 0, out_ = 0;
   std::vector<std::int32_t> table_;  // 8-bit input: channel k's result for byte b at [k * 256 + b]
+  bool taken_ = false;                // the average pool that reads y computes from x (pool_takes_widen)
 };
 
 template <class Call>

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from accel_acl import AclBackend
 from acl_cases import qtype
-from acl_helpers import check, compiled, inputs_for
+from acl_helpers import check, compiled, host_ops, inputs_for
 
 from accel.builder import GraphBuilder
 from accel.executor import ReferenceExecutor
@@ -104,6 +104,27 @@ def test_l2_pool():
 def test_qnn_ops(dtype):
     check(cases.qnn_network(dtype, conv=False))
     check(cases.qnn_network(dtype))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("widen_scale", [1 / 8, 0.37])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_widened_average_pools(dtype, widen_scale, shared):
+    """An 8-bit tensor widened to int32 by a requantize, averaged, narrowed back: when only the pool
+    reads the widened tensor it reads the 8-bit one itself (summing bytes when the widening is
+    affine, a power-of-two scale; through the table with 0.37); read twice, the requantize runs."""
+    lo = 0 if dtype == "uint8" else -128
+    b = GraphBuilder(x=qtype((1, 9, 11, 16), dtype, 0.05, lo + 90))
+    wide = b.op("qnn.requantize", b.x["x"], out_scale=0.05 * widen_scale, out_zero_point=0, out_dtype="int32")
+    pool = {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1), "layout": "NHWC"}
+    avg = b.op("nn.avg_pool2d", wide, count_include_pad=True, **pool)
+    outs = [b.op("qnn.requantize", avg, out_scale=0.04, out_zero_point=lo + 20, out_dtype=dtype)]
+    if shared:
+        glob = b.op("nn.global_avg_pool2d", wide, layout="NHWC")
+        outs.append(b.op("qnn.requantize", glob, out_scale=0.03, out_zero_point=lo + 10, out_dtype=dtype))
+    graph = b.done(*outs)
+    assert not host_ops(graph), host_ops(graph)
+    check(graph)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

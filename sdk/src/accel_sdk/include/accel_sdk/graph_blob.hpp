@@ -39,6 +39,7 @@
 #include <accel_sdk/blob_reader.hpp>
 #include <accel_sdk/tensor.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -274,6 +275,15 @@ class GraphBlob {
     return id < producer_.size() && producer_[id] >= 0 ? &nodes_[static_cast<std::size_t>(producer_[id])] : nullptr;
   }
 
+  // How many node inputs read tensor `id` (a node reading it twice counts twice), and the
+  // node that does when that is one, else null.
+  std::size_t reader_count(std::uint32_t id) const { return id < readers_.size() ? readers_[id] : 0; }
+  const GraphNode* only_reader(std::uint32_t id) const {
+    return reader_count(id) == 1 ? &nodes_[static_cast<std::size_t>(last_reader_[id])] : nullptr;
+  }
+  // Whether tensor `id` is one of the graph's outputs.
+  bool is_output(std::uint32_t id) const { return std::find(outputs_.begin(), outputs_.end(), id) != outputs_.end(); }
+
   // Specs of the graph inputs and outputs, for accel_sdk::check_tensors in run().
   std::vector<TensorSpec> input_specs() const { return specs(inputs_); }
   std::vector<TensorSpec> output_specs() const { return specs(outputs_); }
@@ -294,6 +304,8 @@ class GraphBlob {
   std::vector<std::uint32_t> inputs_, outputs_;
   std::vector<GraphNode> nodes_;
   std::vector<std::int64_t> producer_;  // tensor id -> index in nodes_, -1 for none
+  std::vector<std::size_t> readers_;    // tensor id -> node inputs reading it
+  std::vector<std::int64_t> last_reader_;  // tensor id -> index in nodes_ of the last node reading it, -1 for none
 };
 
 namespace detail {
@@ -376,8 +388,14 @@ class GraphBlobParser {
     g_.nodes_.resize(n);
     for (std::uint32_t i = 0; i < n; ++i) node(g_.nodes_[i], i);
     g_.producer_.assign(g_.tensors_.size(), -1);
+    g_.readers_.assign(g_.tensors_.size(), 0);
+    g_.last_reader_.assign(g_.tensors_.size(), -1);
     for (std::uint32_t i = 0; i < n; ++i) {
       for (std::uint32_t id : g_.nodes_[i].outputs) g_.producer_[id] = i;
+      for (std::uint32_t id : g_.nodes_[i].inputs) {
+        ++g_.readers_[id];
+        g_.last_reader_[id] = i;
+      }
     }
     for (std::uint32_t id : g_.outputs_) {
       if (state_[id] != DEFINED) r_.fail("graph output " + std::to_string(id) + " is never written");
