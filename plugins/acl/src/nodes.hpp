@@ -297,13 +297,7 @@ class PoolInt final : public accel_sdk::Kernel<Call> {
     base_.assign(channels, 0);
     step_.assign(channels, 0);
     for (std::size_t k = 0; k < channels && affine_; ++k) {
-      const std::int32_t* t = widen_.data() + k * 256;
-      base_[k] = t[0];
-      step_[k] = static_cast<std::int64_t>(t[1]) - t[0];  // byte 1 is the value 1 for either dtype
-      for (int b = 0; b < 256 && affine_; ++b) {
-        const std::int64_t v = in_ == ACCEL_INT8 ? static_cast<std::int8_t>(b) : b;
-        affine_ = t[b] == base_[k] + step_[k] * v;
-      }
+      affine_ = quant::affine_byte_table(widen_.data() + k * 256, in_ == ACCEL_INT8, base_[k], step_[k]);
     }
     affine_ = affine_ && p_.kh * p_.kw <= (std::int64_t{1} << 23);  // byte sums of a window fit int32
     this->ins = {rq.n.inputs[0]};

@@ -315,11 +315,7 @@ class MeanCommand final : public Command {
     // n * widen(0) + step * (sum of the inputs), and the inputs sum in int32 in a loop the compiler
     // vectorizes, where looking each byte up cost 25 us on MobileNetV2's 7x7x1280 (one table load
     // and one 64-bit add a byte). Up to 2^23 positions (255 * 2^23 < 2^31).
-    const auto value = [&](std::size_t i) { return in_signed_ ? static_cast<std::int64_t>(static_cast<std::int8_t>(i)) : static_cast<std::int64_t>(i); };
-    base_ = widen_[0];
-    step_ = static_cast<std::int64_t>(widen_[1]) - widen_[0];  // byte 1 is the value 1 either way
-    affine_ = n_ <= (std::size_t{1} << 23);
-    for (std::size_t i = 0; i < 256 && affine_; ++i) affine_ = widen_[i] == base_ + step_ * value(i);
+    affine_ = n_ <= (std::size_t{1} << 23) && q::affine_byte_table(widen_, in_signed_, base_, step_);
     scratch_bytes = c_ * (sizeof(std::int64_t) + sizeof(std::int32_t));  // the channel sums, then int32 ones
   }
   void run(Exec& e) const override {

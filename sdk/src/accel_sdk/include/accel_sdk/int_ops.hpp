@@ -566,11 +566,7 @@ class IntConv {
 // 1.79 to 1.60 ms when the VM's second CPU is slow (ONNX Runtime 1.53).
 constexpr double kDepthwiseWork = 8;
 
-inline double banded_work(const ConvShape& s) {
-  const double macs = static_cast<double>(s.batch * s.out_h() * s.out_w() * s.out_channels) *
-                      static_cast<double>(s.in_per_group() * s.window.kh * s.window.kw);
-  return s.depthwise() ? kDepthwiseWork * macs : macs;
-}
+inline double banded_work(const ConvShape& s) { return s.depthwise() ? kDepthwiseWork * s.macs() : s.macs(); }
 
 // IntConv + ChannelRequantizer: uint8/int8 NHWC outputs, bit-exact with the core's
 // qnn.conv2d -> nn.bias_add -> qnn.requantize (bias and fused relu/clip in the requantizer).
@@ -638,9 +634,7 @@ class IntConvRequantize {
     spec.shape.validate();
     const ConvShape& s = spec.shape;
     if (band_rows == 0 && s.out_h() >= 2) return threads;
-    const double macs = static_cast<double>(s.batch * s.out_h() * s.out_w() * s.out_channels) *
-                        static_cast<double>(s.in_per_group() * s.window.kh * s.window.kw);
-    return threads_for(macs, resolve_threads(threads));
+    return threads_for(s.macs(), resolve_threads(threads));
   }
 
   static std::int64_t pick_band_rows(const IntConvSpec& spec, int threads, std::int64_t band_rows) {

@@ -369,6 +369,11 @@ struct ConvShape {
   std::size_t weight_count() const {
     return static_cast<std::size_t>(out_channels * in_per_group() * window.kh * window.kw);
   }
+  // multiply-accumulates of the convolution
+  double macs() const {
+    return static_cast<double>(batch * out_h() * out_w() * out_channels) *
+           static_cast<double>(in_per_group() * window.kh * window.kw);
+  }
 };
 
 // Index of weight (output channel o, input channel i of its group, kernel row y, column x).

@@ -87,6 +87,19 @@ inline std::int32_t mbqm(std::int64_t x, std::int32_t m, std::int32_t shift) {
   return sat32((p + half - (p < 0 ? 1 : 0)) >> n);
 }
 
+// Whether a table of 256 int32 (the result for each byte of an 8-bit input, as a widening
+// requantize or cast makes it) is base + step * v of the byte's value v (int8 when is_signed):
+// then a sum of n widened values is n * base + step * (the sum of the values). Sets base, step.
+inline bool affine_byte_table(const std::int32_t* table, bool is_signed, std::int64_t& base, std::int64_t& step) {
+  base = table[0];
+  step = static_cast<std::int64_t>(table[1]) - table[0];  // byte 1 is the value 1 either way
+  for (int b = 0; b < 256; ++b) {
+    const std::int64_t v = is_signed ? static_cast<std::int8_t>(b) : b;
+    if (table[b] != base + step * v) return false;
+  }
+  return true;
+}
+
 // requantize for one per-tensor parameter set: input zero point, multiplier,
 // output zero point and the output dtype's range [lo, hi].
 class Requantizer {
