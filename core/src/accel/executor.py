@@ -65,9 +65,6 @@ class _Step:
     label: str
 
 
-_NO_VIEWS: dict[int, np.ndarray] = {}
-
-
 class Program:
     """A graph planned for running: ``run({name: array}) -> {name: array}``.
 
@@ -140,14 +137,39 @@ class Program:
             )
             for i, (node, kind, ins, outs) in enumerate(pending)
         ]
-        self._loop = [
-            (st.backend, st.fn, st.ins, st.outs, tuple(t.shape for t in st.out_types), st.out_dtypes, st.free, st)
-            for st in self._steps
-        ]
         self._offsets, self._arena_size = self._plan_arena(last)
         self._has_backend = any(s.backend for s in self._steps)
+        self._loop = self._plan_loop()
+        # what every run starts from: the constants in their slots
+        self._env: list[Any] = [None] * self._nslots
+        for s, c in consts:
+            self._env[s] = c
         # arenas free for a run: list.pop and list.append are atomic, so concurrent runs need no lock
         self._pool: list[dict[int, np.ndarray]] = []
+
+    def _plan_loop(self) -> list[tuple[Any, ...]]:
+        """Each step as the run loop reads it, with what does not depend on the inputs worked out once.
+
+        A backend step's input needs the contiguity check unless a backend step wrote it (into
+        the arena or a new array: contiguous and aligned); its outputs are arena views, except those that reach the caller
+        (new arrays each run). A host step's kernel is called with its one input directly when
+        it has one.
+        """
+        made_by_backend = {s for st in self._steps if st.backend for s in st.outs}
+        loop: list[tuple[Any, ...]] = []
+        for st in self._steps:
+            if st.backend:
+                strided = any(s not in made_by_backend for s in st.ins)
+                fresh = tuple(
+                    (k, s, t.shape, dt)
+                    for k, (s, t, dt) in enumerate(zip(st.outs, st.out_types, st.out_dtypes))
+                    if s not in self._offsets
+                )
+                loop.append((True, st.fn, st.ins, st.outs, strided, fresh, st.free, st))
+            else:
+                checks = tuple(zip(st.outs, (t.shape for t in st.out_types), st.out_dtypes))
+                loop.append((False, st.fn, st.ins, st.outs, len(st.ins) == 1, checks, st.free, st))
+        return loop
 
     def _plan_arena(self, last: list[int]) -> tuple[dict[int, int], int]:
         """Arena offsets of the backend steps' outputs that never reach the caller."""
@@ -258,74 +280,75 @@ class Program:
     def run_positional(self, arrays: list[np.ndarray], *, profile: dict[str, float] | None = None) -> list[np.ndarray]:
         """Run on arrays already checked (:meth:`check_inputs`), in graph-input order."""
         if not self._has_backend:
-            return self._run(arrays, _NO_VIEWS, profile)
-        views = self._take_arena()
+            return self._run(arrays, self._env, profile)
+        start = self._take_arena()
         try:
-            return self._run(arrays, views, profile)
+            return self._run(arrays, start, profile)
         finally:
-            self._pool.append(views)
+            self._pool.append(start)
 
-    def _take_arena(self) -> dict[int, np.ndarray]:
+    def _take_arena(self) -> list[Any]:
+        """A run's starting slots: the constants, and the arena's views where the backend steps write."""
         try:
             return self._pool.pop()
         except IndexError:
             pass
         buf = np.empty(max(self._arena_size, 1), dtype=np.uint8)
-        views = {}
+        env = list(self._env)
         for s, off in self._offsets.items():
             t = self._types[s]
-            views[s] = np.ndarray(t.shape, dtype=t.np_dtype, buffer=buf, offset=off)
-        return views  # each view keeps buf alive
+            env[s] = np.ndarray(t.shape, dtype=t.np_dtype, buffer=buf, offset=off)  # (each keeps buf alive)
+        return env
 
-    def _run(
-        self, arrays: list[np.ndarray], views: dict[int, np.ndarray], profile: dict[str, float] | None
-    ) -> list[np.ndarray]:
-        env: list[Any] = [None] * self._nslots
-        for s, c in self._consts:
-            env[s] = c
+    def _run(self, arrays: list[np.ndarray], start: list[Any], profile: dict[str, float] | None) -> list[np.ndarray]:
+        env = start.copy()
         for s, a in zip(self._inputs, arrays):
             env[s] = a
+        clock = time.perf_counter if profile is not None else None
         # plain tuples: unpacking them is cheaper than attribute lookups on every step
-        for backend, fn, ins, outs, shapes, dtypes, free, step in self._loop:
-            t0 = time.perf_counter() if profile is not None else 0.0
-            if backend:
-                args = []
-                for i in ins:
-                    a = env[i]
-                    flags = a.flags
-                    args.append(a if flags.c_contiguous and flags.aligned else _ready(a))
-                buffers = []
-                for s, shape, dt in zip(outs, shapes, dtypes):
-                    out = views.get(s)
-                    if out is None:
-                        out = np.empty(shape, dtype=dt)
-                    buffers.append(out)
-                    env[s] = out
+        for backend, fn, ins, outs, a, b, free, step in self._loop:
+            t0 = clock() if clock is not None else 0.0
+            if backend:  # a: an input may be strided; b: outputs that reach the caller
+                args = [env[i] for i in ins]
+                if a:
+                    args = [x if x.flags.c_contiguous and x.flags.aligned else _ready(x) for x in args]
+                buffers = [env[s] for s in outs]
+                for k, s, shape, dt in b:
+                    buffers[k] = env[s] = np.empty(shape, dtype=dt)
                 try:
                     fn(args, buffers)
                 except (RuntimeError, ValueError) as exc:
                     raise BackendRuntimeError(f"partition {step.label}: {exc}") from None
-            else:
-                result = fn(env[ins[0]]) if len(ins) == 1 else fn(*[env[i] for i in ins])
-                results = result if isinstance(result, (tuple, list)) else (result,)
-                if len(results) != len(outs):
-                    raise GraphError(
-                        f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, "
-                        f"expected {len(outs)}"
-                    )
-                for s, r, shape, dt in zip(outs, results, shapes, dtypes):
-                    if r.dtype != dt or r.shape != shape:
-                        t = self._types[s]
+            else:  # a: one input; b: (slot, shape, dtype) of each output
+                result = fn(env[ins[0]]) if a else fn(*[env[i] for i in ins])
+                if type(result) is np.ndarray and len(b) == 1:
+                    s, shape, dt = b[0]
+                    if (result.dtype is not dt and result.dtype != dt) or result.shape != shape:
+                        self._wrong_result(step, 0, result)
+                    env[s] = result
+                else:
+                    results = result if isinstance(result, (tuple, list)) else (result,)
+                    if len(results) != len(outs):
                         raise GraphError(
-                            f"kernel of {step.node.op} at node {step.node.name!r} returned "
-                            f"{_dtype_text(r.dtype)}[{','.join(map(str, r.shape))}], its type rule says {t}"
+                            f"kernel of {step.node.op} at node {step.node.name!r} returned {len(results)} outputs, "
+                            f"expected {len(outs)}"
                         )
-                    env[s] = r
-            if profile is not None:
-                profile[step.label] = profile.get(step.label, 0.0) + time.perf_counter() - t0
+                    for k, (r, (s, shape, dt)) in enumerate(zip(results, b)):
+                        if r.dtype != dt or r.shape != shape:
+                            self._wrong_result(step, k, r)
+                        env[s] = r
+            if clock is not None:
+                profile[step.label] = profile.get(step.label, 0.0) + clock() - t0  # type: ignore[index]
             for s in free:
                 env[s] = None
         return [env[s] for s in self._outputs]
+
+    def _wrong_result(self, step: _Step, k: int, r: np.ndarray) -> None:
+        t = self._types[step.outs[k]]
+        raise GraphError(
+            f"kernel of {step.node.op} at node {step.node.name!r} returned "
+            f"{_dtype_text(r.dtype)}[{','.join(map(str, r.shape))}], its type rule says {t}"
+        )
 
 
 def _dtype_text(dt: np.dtype) -> str:
