@@ -1,6 +1,7 @@
 """The headline: `accel compile --backends ethosn,acl` on the embedded quantized digits model, then `accel run`.
 
-The quantized backbone goes to ethosn, the fp32 classifier head to acl, the softmax stays on the host; the
+The quantized backbone goes to ethosn; the input's quantize and the fp32 classifier head (dequantize, dense,
+softmax) to acl, so nothing runs on the host but the layout transposes at ethosn's boundaries; the
 artifact scores the held-out digits exactly as the reference executor does.
 """
 
@@ -35,8 +36,8 @@ def test_compile_for_ethosn_and_acl_then_run(tmp_path):
     table = proc.stdout
     assert "target ethosn, acl" in table
     assert re.search(r"│ ethosn\s+│\s+1 │", table), table
-    assert re.search(r"│ acl\s+│\s+1 │", table), table
-    assert "nn.softmax" in table  # listed among the host's ops, with each backend's reason
+    assert re.search(r"│ acl\s+│\s+2 │", table), table
+    assert "No ops left on the host." in table
 
     art = read_artifact(artifact)
     where = {}
@@ -46,7 +47,8 @@ def test_compile_for_ethosn_and_acl_then_run(tmp_path):
             where.setdefault(op, set()).add(backend)
     assert where["qnn.conv2d"] == {"ethosn"} and where["nn.max_pool2d"] == {"ethosn"}
     assert where["nn.dense"] == {"acl"}
-    assert where["nn.softmax"] == {"host"}
+    assert where["nn.softmax"] == {"acl"} and where["qnn.dequantize"] == {"acl"}
+    assert where["qnn.quantize"] == {"acl"}
 
     # the artifact's accuracy on the held-out digits is the reference executor's, image for image
     images, labels = load_digits_test()

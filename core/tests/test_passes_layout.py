@@ -103,6 +103,34 @@ def test_classifier_head_needs_no_transpose_at_the_output():
     assert_bitwise(g, out)
 
 
+def test_an_input_is_transposed_before_the_elementwise_ops_its_convolutions_read():
+    """A QDQ model's input quantize (and what follows it up to a convolution) runs in NHWC: the graph
+    input is transposed, not the quantized tensor; readers that disagree keep the op in NCHW."""
+    b = Builder(x=(1, 3, 8, 8))
+    q = b.op("qnn.quantize", b.x["x"], scale=0.5, zero_point=3, out_dtype="uint8")
+    d = b.op("qnn.dequantize", q)
+    w = b.const(RNG.integers(-1, 2, (4, 3, 3, 3)).astype(np.float32))
+    y = b.op("nn.conv2d", d, w, padding=(1, 1, 1, 1))
+    g = b.done(b.op("nn.max_pool2d", b.op("nn.relu", b.x["x"]), pool_size=(2, 2)), y)
+    out = convert_layout(g)
+    first = {n.op: n for n in out.nodes}
+    assert first["qnn.quantize"].inputs[0].producer.op == "transpose"
+    assert first["qnn.dequantize"].outputs[0].type.shape == (1, 8, 8, 3)
+    assert first["nn.relu"].inputs[0].producer.op == "transpose"  # the pool wants NHWC too
+    assert count(out, "transpose") == 3  # the input once, and the two outputs back
+    assert_bitwise(g, out)
+
+    # the quantized tensor is also a graph output: the quantize stays NCHW, its result is transposed
+    b = Builder(x=(1, 3, 8, 8))
+    q = b.op("qnn.quantize", b.x["x"], scale=0.5, zero_point=3, out_dtype="uint8")
+    y = b.op("nn.conv2d", b.op("qnn.dequantize", q), w, padding=(1, 1, 1, 1))
+    g = b.done(q, y)
+    out = convert_layout(g)
+    (qn,) = [n for n in out.nodes if n.op == "qnn.quantize"]
+    assert qn.inputs[0] is out.inputs[0] and qn.outputs[0].type.shape == (1, 3, 8, 8)
+    assert_bitwise(g, out)
+
+
 def test_existing_transposes_are_absorbed_and_cancel():
     """A model written with explicit NHWC transposes around NCHW ops ends up with none inside."""
     b = Builder(x=(1, 8, 8, 4))  # NHWC input

@@ -217,3 +217,21 @@ def test_add_table_is_quantized_add_on_every_pair(kernel, dtype):
         ).view(dtype)
         want = np.clip(quant.quantized_add(a, s_a, z[0], b, s_b, z[1], s_out, z[2], dtype), lo, hi)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_quantizer_is_the_definition(kernel, dtype):
+    """quant::Quantizer against accel.quant.Quantizer: ties of x / s at every half, values past the range,
+    NaN, ±Inf, -0.0, denormals, float32 extremes, and a tail 16 and 8 do not divide."""
+    p = probe()
+    rng = np.random.default_rng(5)
+    info = np.finfo(np.float32)
+    for scale, zp in ((0.02, 3 if dtype == "uint8" else -7), (1.0, 0 if dtype == "uint8" else -128), (0.0039215689, 0)):
+        s = np.float32(scale)
+        halves = (np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)) * s  # x / s near every tie
+        edges = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, info.tiny / 2, -info.tiny, info.max, info.min], np.float32)
+        x = np.concatenate([halves, np.nextafter(halves, np.inf), edges, rng.standard_normal(1003).astype(np.float32) * 3])
+        got = p.quantizer(x, scale, zp, dtype, kernel).view(dtype)
+        want = quant.Quantizer(s, zp, dtype).exact(x)
+        np.testing.assert_array_equal(got, want)

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -361,6 +362,115 @@ class PoolInt final : public accel_sdk::Kernel<Call> {
   std::vector<std::int32_t> widen_;  // taken widening: its table (as byte_table), else empty
   std::vector<std::int64_t> base_, step_;
   bool per_channel_ = false, affine_ = false;
+};
+
+// qnn.dequantize of uint8 / int8 data quantized per tensor: float32(q - z) * s, accel.quant's
+// definition bit for bit (accel_sdk::quant::dequantize), on every CPU.
+template <class Call>
+class DequantizeOp final : public accel_sdk::Kernel<Call> {
+  using Exec = accel_sdk::KernelExec<Call>;
+
+ public:
+  explicit DequantizeOp(const Ctx& c) {
+    c.arity(1, 1, 1);
+    const auto& x = c.in(0).spec;
+    if (x.shape != c.out(0).spec.shape) c.fail("input and output must have one shape");
+    if (x.dtype != ACCEL_UINT8 && x.dtype != ACCEL_INT8) c.fail("dequantize input must be uint8 or int8");
+    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
+    scale_ = static_cast<float>(c.n.attrs.number("scale"));
+    if (!(scale_ > 0.f && std::isfinite(scale_))) c.fail("dequantize scale must be finite and > 0");
+    const bool u8 = x.dtype == ACCEL_UINT8;
+    zero_point_ = static_cast<std::int32_t>(c.integer("zero_point", u8 ? 0 : -128, u8 ? 255 : 127));
+    n_ = x.shape.elements();
+    u8_ = u8;
+    this->ins = {c.n.inputs[0]};
+    this->outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    float* y = static_cast<float*>(e.ptr[this->outs[0]]);
+    const void* x = e.ptr[this->ins[0]];
+    if (u8_) {
+      quant::dequantize(static_cast<const std::uint8_t*>(x), y, n_, scale_, zero_point_);
+    } else {
+      quant::dequantize(static_cast<const std::int8_t*>(x), y, n_, scale_, zero_point_);
+    }
+  }
+
+ private:
+  float scale_ = 1.f;
+  std::int32_t zero_point_ = 0;
+  std::size_t n_ = 0;
+  bool u8_ = true;
+};
+
+// qnn.quantize of float32 data to uint8 / int8 per tensor: accel.quant's definition bit for bit
+// (accel_sdk::quant::Quantizer; ACL's NEQuantizationLayer multiplies by 1 / s, which rounds
+// differently), in ranges on the handle's threads from kSmallLookup elements.
+template <class Call>
+class QuantizeOp final : public accel_sdk::Kernel<Call> {
+  using Exec = accel_sdk::KernelExec<Call>;
+
+ public:
+  explicit QuantizeOp(const Ctx& c) {
+    c.arity(1, 1, 1);
+    const auto& y = c.out(0).spec;
+    if (c.in(0).spec.shape != y.shape) c.fail("input and output must have one shape");
+    c.dtype(c.in(0), ACCEL_FLOAT32, "input");
+    if (y.dtype != ACCEL_UINT8 && y.dtype != ACCEL_INT8) c.fail("quantize output must be uint8 or int8");
+    const float scale = static_cast<float>(c.n.attrs.number("scale"));
+    if (!(scale > 0.f && std::isfinite(scale))) c.fail("quantize scale must be finite and > 0");
+    const std::int64_t lo = y.dtype == ACCEL_UINT8 ? 0 : -128, hi = lo + 255;
+    q_ = quant::Quantizer(scale, c.integer("zero_point", lo, hi), lo, hi);
+    n_ = y.shape.elements();
+    shares_ = static_cast<std::size_t>(c.threads_for(static_cast<double>(n_), accel_sdk::kSmallLookup));
+    this->ins = {c.n.inputs[0]};
+    this->outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    const float* x = static_cast<const float*>(e.ptr[this->ins[0]]);
+    auto* y = static_cast<std::uint8_t*>(e.ptr[this->outs[0]]);
+    accel_sdk::parallel_ranges(n_, shares_, [&](std::size_t i0, std::size_t i1) { q_.run(x + i0, y + i0, i1 - i0); });
+  }
+
+ private:
+  quant::Quantizer q_;
+  std::size_t n_ = 0, shares_ = 1;
+};
+
+// A float32 softmax along the last axis, as rows of its last dimension. A library computes
+// it; fix() then gives NaN to the rows where the reference's exp(x - max) / sum(...) has no
+// number, which libraries leave unspecified: a row holding NaN or +Inf, or only -Inf.
+struct SoftmaxRows {
+  std::size_t rows = 0, width = 0;
+
+  static SoftmaxRows read(const Ctx& c) {
+    c.arity(1, 1, 1);
+    c.dtype(c.in(0), ACCEL_FLOAT32, "input");
+    c.dtype(c.out(0), ACCEL_FLOAT32, "output");
+    const Shape& s = c.in(0).spec.shape;
+    if (s != c.out(0).spec.shape || s.rank() < 1) c.fail("input and output must have one shape");
+    if (s.elements() == 0) c.fail("empty tensors are not supported");
+    SoftmaxRows r;
+    r.width = static_cast<std::size_t>(s[s.rank() - 1]);
+    r.rows = s.elements() / r.width;
+    return r;
+  }
+
+  void fix(const float* x, float* y) const {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* row = x + r * width;
+      bool number = false, none = false;
+      for (std::size_t i = 0; i < width; ++i) {
+        const float v = row[i];
+        none = none || !(v < inf);  // NaN or +Inf
+        number = number || v > -inf;
+      }
+      if (none || !number) std::fill(y + r * width, y + (r + 1) * width, std::numeric_limits<float>::quiet_NaN());
+    }
+  }
 };
 
 

@@ -12,8 +12,8 @@
 // pooling's NaN through accel_sdk's MaxPoolNan), binary. Quantized convolutions and dense take raw
 // int32 accumulators from oneDNN (accel_sdk/int_ops.hpp, exact on every ISA) and are
 // requantized here by accel_sdk/requantize.hpp, bit for bit as accel.quant defines it;
-// qnn.add, requantize, integer average pools, concatenate and reshape are this file's
-// own (what no library computes with accel's rounding).
+// qnn.add, requantize, quantize, dequantize, integer average pools, concatenate and reshape
+// are this file's own (what no library computes with accel's rounding); softmax is oneDNN's.
 #include "nodes.hpp"
 
 #include <accel_sdk/float_ops.hpp>
@@ -77,6 +77,13 @@ struct Prim {
     prim = P(pd);
     scratch_md = pd.scratchpad_desc();
     scratch = scratch_md.get_size();
+  }
+  // One source and a destination; the scratchpad is added here.
+  void exec(Exec& e, const dnnl::memory& src, const dnnl::memory& dst) const {
+    const dnnl::memory pad =
+        scratch ? onednn::thread_memory(onednn::kScratchMemory, scratch_md, e.scratch) : dnnl::memory();
+    onednn::execute(prim, e.call.stream(),
+                    {{DNNL_ARG_SRC, &src}, {DNNL_ARG_DST, &dst}, {DNNL_ARG_SCRATCHPAD, scratch ? &pad : nullptr}});
   }
   // Two sources and a destination; the scratchpad is added here.
   void exec(Exec& e, const dnnl::memory& src0, const dnnl::memory& src1, const dnnl::memory& dst) const {
@@ -305,6 +312,37 @@ class ActivationF32 final : public Kernel {
   std::size_t n_ = 0;
 };
 
+// softmax along the last axis: oneDNN's accurate softmax over rows of the last dimension, then
+// the rows the reference makes NaN (SoftmaxRows).
+class SoftmaxF32 final : public Kernel {
+ public:
+  explicit SoftmaxF32(const Ctx& c) : rows_(SoftmaxRows::read(c)) {
+    md_ = dnnl::memory::desc({static_cast<std::int64_t>(rows_.rows), static_cast<std::int64_t>(rows_.width)}, dt::f32, tag::ab);
+    onednn::guard("softmax " + c.n.name, [&] {
+      dnnl::softmax_forward::primitive_desc pd(onednn::engine(), dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::softmax_accurate, md_, md_, 1, user_scratchpad());
+      prim_.set<dnnl::softmax_forward>(pd);
+    });
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+    scratch_bytes = prim_.scratch;
+    threads_ = c.threads_for(static_cast<double>(rows_.rows * rows_.width), accel_sdk::kSmallElementwise);
+  }
+
+  void run(Exec& e) const override {
+    onednn::ThreadScope threads(threads_);
+    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, md_, e.ptr[ins[0]]),
+               onednn::thread_memory(onednn::kDstMemory, md_, e.ptr[outs[0]]));
+    rows_.fix(e.in<float>(0), e.out<float>(0));
+  }
+
+ private:
+  SoftmaxRows rows_;
+  Prim prim_;
+  dnnl::memory::desc md_;
+  int threads_ = 1;
+};
+
 // -- data movement ------------------------------------------------------------------------
 
 class Reshape final : public Kernel {
@@ -415,6 +453,9 @@ std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
   if (k == "concatenate") return std::make_unique<Concatenate>(c);
   if (k == "requantize") return std::make_unique<RequantizeOp<onednn::Call>>(c);
   if (k == "qnn_add") return std::make_unique<QnnAdd<onednn::Call>>(c);
+  if (k == "dequantize") return std::make_unique<DequantizeOp<onednn::Call>>(c);
+  if (k == "quantize") return std::make_unique<QuantizeOp<onednn::Call>>(c);
+  if (k == "softmax") return std::make_unique<SoftmaxF32>(c);
   c.fail("unknown kernel");
 }
 

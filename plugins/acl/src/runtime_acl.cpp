@@ -11,7 +11,7 @@
 //
 // Exactness. float32 layers are ACL's (NEConvolutionLayer without fast math, so no Winograd
 // variant that changes results; NEDepthwiseConvolutionLayer, NEFullyConnectedLayer,
-// NEPoolingLayer, elementwise functions). Quantized layers are bit-exact with accel.quant:
+// NEPoolingLayer, elementwise functions, NESoftmaxLayer). Quantized layers are bit-exact with accel.quant:
 //  - convolutions and dense layers: ACL's NEGEMMLowpMatrixMultiplyCore hands back the int32
 //    accumulators (after NEIm2Col where the window is larger than one pixel), which the
 //    sdk's ChannelRequantizer requantizes (ACL's own output stage rounds twice, gemmlowp's way);
@@ -20,7 +20,7 @@
 //    float32 by NEDepthwiseConvolutionLayer; with at most 5x5 taps of products below 2^16
 //    every partial sum is an integer below 2^24, exact in float32 in any order, and NECast
 //    turns the sums back into int32 accumulators for the same requantizer;
-//  - requantize, qnn.add and integer average pools are accel's own (nodes.hpp).
+//  - requantize, quantize, dequantize, qnn.add and integer average pools are accel's own (nodes.hpp).
 //
 // ACL's scheduler is one per process and its functions keep state between runs, so runs of
 // all acl handles in a process take turns (AclCall); each sets the scheduler's thread count
@@ -440,6 +440,38 @@ class ActivationF32 final : public Kernel {
   std::size_t n_ = 0;
 };
 
+// softmax along the last axis: NESoftmaxLayer (beta 1, axis 0: ACL's innermost dimension), then
+// the rows the reference makes NaN (SoftmaxRows).
+class SoftmaxF32 final : public Kernel {
+ public:
+  explicit SoftmaxF32(const Ctx& c) : rows_(SoftmaxRows::read(c)) {
+    x_.init(c.in(0));
+    y_.init(c.out(0));
+    check(c, acl::NESoftmaxLayer::validate(x_.t.info(), y_.t.info(), 1.f, 0), "NESoftmaxLayer");
+    fn_.configure(&x_.t, &y_.t, 1.f, 0);
+    x_.settle();
+    y_.settle();
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+
+  void run(Exec& e) const override {
+    auto& self = const_cast<SoftmaxF32&>(*this);
+    const float* x = e.in<float>(0);
+    float* y = e.out<float>(0);
+    self.x_.in(x);
+    self.y_.out(y);
+    self.fn_.run();
+    self.y_.done(y);
+    rows_.fix(x, y);
+  }
+
+ private:
+  SoftmaxRows rows_;
+  Buf x_, y_;
+  acl::NESoftmaxLayer fn_;
+};
+
 std::unique_ptr<Kernel> reshape_kernel(const Ctx& c) {
   c.arity(1, 1, 1);
   if (c.in(0).spec.dtype != c.out(0).spec.dtype || c.in(0).nbytes != c.out(0).nbytes) c.fail("reshape must keep dtype and size");
@@ -718,6 +750,9 @@ std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
     if (k == "concatenate") return concatenate_kernel(c);
     if (k == "requantize") return std::make_unique<RequantizeOp<AclCall>>(c);
     if (k == "qnn_add") return std::make_unique<QnnAdd<AclCall>>(c);
+    if (k == "dequantize") return std::make_unique<DequantizeOp<AclCall>>(c);
+    if (k == "quantize") return std::make_unique<QuantizeOp<AclCall>>(c);
+    if (k == "softmax") return std::make_unique<SoftmaxF32>(c);
   } catch (const accel_sdk::BlobError&) {
     throw;
   } catch (const std::exception& e) {

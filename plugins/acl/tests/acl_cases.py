@@ -243,3 +243,38 @@ def qnn_network(dtype: str = "uint8", conv: bool = True) -> Graph:
     ga = b.op("qnn.requantize", ga, out_scale=2.5 if conv else 0.1, out_zero_point=zp, out_dtype=dtype)
     r = b.op("reshape", gm, newshape=(1, 16))
     return b.done(r, ga, a)
+
+
+def quantized_head(dtype: str = "uint8", scale: float = 0.07) -> Graph:
+    """A QDQ model's float32 head: an 8-bit 4-D tensor dequantized and softmaxed along its last axis,
+    and 8-bit features dequantized into a dense layer and its softmax. A
+    large ``scale`` gives logits far past exp's range, which the softmax must take by their maximum."""
+    zp = 7 if dtype == "uint8" else -9
+    b = GraphBuilder(x=qtype((2, 6, 5, 4), dtype, scale, zp), f=qtype((3, 40), dtype, scale, zp))
+    channels = b.op("nn.softmax", b.op("qnn.dequantize", b.x["x"]), axis=-1)
+    logits = b.op("nn.dense", b.op("qnn.dequantize", b.x["f"]), b.const(weights(10, 40)))
+    return b.done(channels, b.op("nn.softmax", logits, axis=-1))
+
+
+def softmax_fp32(shape: tuple[int, ...] = (4, 10), axis: int = -1) -> Graph:
+    """softmax of a float32 input: the kit's NaN and ±Inf reach it."""
+    b = GraphBuilder(x=shape)
+    return b.done(b.op("nn.softmax", b.x["x"], axis=axis))
+
+
+def conv_softmax() -> Graph:
+    """softmax over a convolution's channels (NCHW axis 1: NHWC's last)."""
+    b = GraphBuilder(x=(2, 8, 3, 5))
+    y = b.op("nn.conv2d", b.x["x"], b.const(weights(6, 8, 1, 1)))
+    return b.done(b.op("nn.softmax", y, axis=1))
+
+
+def quantize_conv(dtype: str = "uint8") -> Graph:
+    """A QDQ model's input: float32 quantized, then a quantized convolution (the quantize runs in
+    NHWC in the convolution's region: the input is transposed before it)."""
+    zp = 10 if dtype == "uint8" else -5
+    b = GraphBuilder(x=(2, 3, 9, 8))
+    q = b.op("qnn.quantize", b.x["x"], scale=0.02, zero_point=zp, out_dtype=dtype)
+    w, _ = qweights(b, (8, 3, 3, 3))
+    y = b.op("qnn.conv2d", q, w, padding=(1, 1, 1, 1))
+    return b.done(b.op("qnn.requantize", y, out_scale=0.5, out_zero_point=zp, out_dtype=dtype), q)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import acl_cases as cases
+import numpy as np
 from accel_sdk.testing import Refusal
 
 from accel.builder import GraphBuilder
+from accel.ir import QuantParams, TensorType
 
 
 def _pool(op: str, dtype: str, **attrs) -> GraphBuilder:
@@ -184,6 +186,79 @@ def refusals() -> list[Refusal]:
             "reshape to rank 7",
             b.done(b.op("reshape", b.x["x"], newshape=(2, 3, 4, 5, 6, 7, 1))),
             "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
+    b = GraphBuilder(x=(3, 10))
+    out.append(
+        Refusal(
+            "softmax along the first of two axes",
+            b.done(b.op("nn.softmax", b.x["x"], axis=0)),
+            "softmax axis=0, axis must = 1 (the last)",
+        )
+    )
+    b = GraphBuilder(x=(1, 4, 6, 5))
+    out.append(
+        Refusal(
+            "softmax along the height (NHWC axis 1)",
+            b.done(b.op("nn.softmax", b.op("nn.conv2d", b.x["x"], b.const(cases.weights(4, 4, 1, 1))), axis=2)),
+            "softmax axis=1, axis must = 3 (the last)",
+        )
+    )
+    b = GraphBuilder(x=(2, 3, 4, 5, 6))
+    out.append(
+        Refusal(
+            "softmax of a rank-5 tensor",
+            b.done(b.op("nn.softmax", b.x["x"], axis=-1)),
+            "rank=5, rank must be <= 4: NESoftmaxLayer takes at most 4 dimensions",
+        )
+    )
+    b = GraphBuilder(x=(3, 10))
+    out.append(
+        Refusal(
+            "float16 softmax",
+            b.done(b.op("nn.softmax", b.op("cast", b.x["x"], dtype="float16"), axis=-1)),
+            "dtype='float16', dtype must be float32",
+        )
+    )
+    per_axis = QuantParams(np.float32([0.1, 0.2, 0.3]), np.int32([0, 1, 2]), 1)
+    b = GraphBuilder(x=TensorType((2, 3), "uint8", per_axis))
+    out.append(
+        Refusal(
+            "dequantize per axis",
+            b.done(b.op("qnn.dequantize", b.x["x"])),
+            "data must be quantized per tensor",
+        )
+    )
+    b = GraphBuilder(x=(2, 3))
+    out.append(
+        Refusal(
+            "quantize per axis",
+            b.done(b.op("qnn.quantize", b.x["x"], scale=[0.1, 0.2, 0.3], zero_point=[0, 1, 2], axis=1)),
+            "output must be quantized per tensor",
+        )
+    )
+    b = GraphBuilder(x=(2, 3))
+    out.append(
+        Refusal(
+            "quantize to int32",
+            b.done(b.op("qnn.quantize", b.x["x"], scale=0.01, zero_point=0, out_dtype="int32")),
+            "output dtype='int32', dtype must be uint8 or int8",
+        )
+    )
+    b = GraphBuilder(x=(2, 3))
+    out.append(
+        Refusal(
+            "quantize of float16",
+            b.done(b.op("qnn.quantize", b.op("cast", b.x["x"], dtype="float16"), scale=0.01, zero_point=0)),
+            "dtype='float16', dtype must be float32",
+        )
+    )
+    b = GraphBuilder(x=cases.qtype((2, 3), "int32", 0.01, 0))
+    out.append(
+        Refusal(
+            "dequantize of int32",
+            b.done(b.op("qnn.dequantize", b.x["x"])),
+            "data dtype='int32', dtype must be uint8 or int8",
         )
     )
     return out

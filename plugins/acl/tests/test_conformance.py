@@ -50,6 +50,13 @@ class TestConformance(BackendConformance):
             Case("qnn_network_uint8", cases.qnn_network("uint8")),
             Case("qnn_ops_uint8", cases.qnn_network("uint8", conv=False)),
             Case("qnn_ops_int8", cases.qnn_network("int8", conv=False)),
+            Case("quantized_head_uint8", cases.quantized_head("uint8")),
+            Case("quantized_head_int8_wide", cases.quantized_head("int8", scale=0.9)),
+            Case("quantize_conv_uint8", cases.quantize_conv("uint8")),
+            Case("quantize_conv_int8", cases.quantize_conv("int8")),
+            Case("softmax_rows", cases.softmax_fp32()),
+            Case("softmax_4d", cases.softmax_fp32((2, 8, 3, 5))),
+            Case("conv_softmax", cases.conv_softmax()),
         ]
 
     def refusals(self):

@@ -150,6 +150,39 @@ def test_byte_requantize(dtype, out_dtype, per_axis):
     check(cases.byte_requantize(dtype, out_dtype, per_axis))
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_quantized_head(dtype):
+    """Dequantize, dense and softmax run in acl's partition; logits far past exp's range too."""
+    for scale in (0.07, 0.9):
+        graph = cases.quantized_head(dtype, scale)
+        assert not host_ops(graph), host_ops(graph)
+        check(graph)
+
+
+def test_softmax_rows_without_a_number():
+    """Rows the reference makes all NaN (a NaN, a +Inf, only -Inf) come out NaN; a -Inf among numbers
+    gives 0 there; a row of one repeated value is uniform."""
+    inf, nan = np.inf, np.nan
+    rows = np.array(
+        [
+            [1.0, nan, 2.0, 0.5],
+            [1.0, 2.0, inf, -1.0],
+            [-inf, -inf, -inf, -inf],
+            [-inf, 3.0, -inf, 1.0],
+            [88.0, 90.0, -90.0, 0.0],
+            [7.0, 7.0, 7.0, 7.0],
+        ],
+        np.float32,
+    )
+    graph = cases.softmax_fp32(rows.shape)
+    got = compiled(graph).executable().run({"x": rows})
+    want = ReferenceExecutor(graph).run({"x": rows})
+    (name,) = want
+    np.testing.assert_array_equal(np.isnan(got[name]), np.isnan(want[name]))
+    assert np.isnan(got[name][:3]).all() and not np.isnan(got[name][3:]).any()
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-7)
+
+
 def _rerun(env: dict[str, str], select: str) -> None:
     here = Path(__file__).parent
     proc = subprocess.run(

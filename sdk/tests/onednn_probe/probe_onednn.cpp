@@ -49,6 +49,16 @@ py::array add_table(bool is_signed, const std::vector<std::int32_t>& m, const st
   return y;
 }
 
+// quant::Quantizer over x (float32): the uint8 or int8 bytes.
+py::array quantizer(const py::array_t<float, py::array::c_style>& x, float scale, std::int64_t zero_point,
+                    const std::string& dtype, const std::string& isa) {
+  const bool u8 = dtype == "uint8";
+  const quant::Quantizer q(scale, zero_point, u8 ? 0 : -128, u8 ? 255 : 127);
+  py::array_t<std::uint8_t> y(x.size());
+  q.run(x.data(), y.mutable_data(), static_cast<std::size_t>(x.size()), parse_isa(isa));
+  return y;
+}
+
 py::array requantize(const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& acc,
                      std::size_t channels, std::size_t parts,
                      const py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>& m,
@@ -425,6 +435,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   py::register_exception<onednn::Error>(m, "OnednnError", PyExc_RuntimeError);
   m.def("requantize", &requantize);
   m.def("add_table", &add_table);
+  m.def("quantizer", &quantizer);
   m.def("requantize_seconds", &requantize_seconds);
   m.def("int_conv", &int_conv);
   m.def("int_dense", &int_dense);

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import GraphError
-from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, freeze_attrs
+from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, freeze_attrs, readers_by_value
 from accel.ops.registry import Layout, LayoutRule, get_op, infer_node_types
 from accel.passes._rewrite import Rewriter, identity_perm, is_identity, permute_quant, permuted_type, transposed_const
 
@@ -116,6 +116,9 @@ class _LayoutConverter:
         self.origin: dict[Value, tuple[str, Perm]] = {}
         # (id(a conv's attributes), op) -> converted; the ids are those of the graph's nodes, alive meanwhile
         self.conv_attrs: dict[tuple[int, str], Mapping[str, Any]] = {}
+        self.nodes = list(graph.nodes)  # (the graph's own, as they were before the sweep)
+        self.readers: dict[Value, list[Node]] | None = None  # made when first asked
+        self.outputs = set(graph.outputs)
 
     # -- representations -------------------------------------------------------------------
     def get(self, v: Value) -> tuple[Value, Perm]:
@@ -284,19 +287,28 @@ class _LayoutConverter:
 
         The permutation is that of the first permuted non-constant input (every
         non-constant input must have the output's rank). Most nodes of a network
-        take this path, so it reads the representations directly.
+        take this path, so it reads the representations directly. An op of one
+        non-constant input held as it is (a graph input) takes the permutation its
+        readers all want (:meth:`wanted`): the input is transposed before it rather
+        than its result after, so the op runs in the layout of the convolution that
+        reads it (a QDQ model's input quantize in NHWC, in the region of its first
+        convolution).
         """
         rank = node.output.type.rank
         rep = self.rep
         p: Perm | None = None
+        variable = 0
         for v in node.inputs:
             if v.const is None:
+                variable += 1
                 if v.type.rank != rank:
                     return False
                 if p is None:
                     found = rep.get(v)
                     if found is not None and found[1] != identity_perm(rank):
                         p = found[1]
+        if p is None and variable == 1 and rank > 1:
+            p = self.wanted(node.output)
         if p is None:
             return False
         attrs = node.attrs
@@ -314,6 +326,31 @@ class _LayoutConverter:
         new = self.make(node, inputs, attrs, perm=p)
         self._made_rep(node.output, new.output, p)
         return True
+
+    def wanted(self, v: Value, depth: int = 0) -> Perm | None:
+        """The one permutation every reader of ``v`` wants it in, when they agree on one that is not
+        the identity: a convolution's or a spatial op's data input, or an elementwise op of one
+        non-constant input whose own readers agree (a few such ops deep); None otherwise (a graph
+        output, any other reader)."""
+        if v in self.outputs:
+            return None
+        if self.readers is None:
+            self.readers = readers_by_value((n, n.inputs) for n in self.nodes)
+        want: Perm | None = None
+        for r in self.readers.get(v, ()):
+            behaviour = None if r.op == CALL_OP else get_op(r.op).layout
+            p: Perm | None = None
+            if behaviour is Layout.CONV and r.inputs[0] is v and r.inputs[1] is not v:
+                p = layout_perm(r.attrs["data_layout"], self.layout)
+            elif behaviour is Layout.LAYOUT and r.inputs[0] is v:
+                p = layout_perm(r.attrs["layout"], self.layout)
+            elif behaviour is Layout.ELEMENTWISE and depth < _WANTED_DEPTH and len(r.outputs) == 1:
+                if sum(1 for x in r.inputs if x.const is None) == 1 and r.output.type.rank == v.type.rank:
+                    p = self.wanted(r.output, depth + 1)
+            if p is None or is_identity(p) or (want is not None and p != want):
+                return None
+            want = p
+        return want
 
     def _permuted_operand(self, v: Value, rank: int, p: Perm) -> Value:
         """A constant operand broadcast to ``rank`` dims (leading 1s), then permuted by ``p``."""
@@ -358,6 +395,10 @@ class _LayoutConverter:
         for o, n in zip(node.outputs, new.outputs, strict=True):
             self.set_rep(o, n, out_p)
         return True
+
+
+#: How many elementwise ops deep :meth:`_LayoutConverter.wanted` looks for the reader that wants a layout.
+_WANTED_DEPTH = 4
 
 
 def _replaced(attrs: Mapping[str, Any], **changes: str | int) -> Mapping[str, Any]:

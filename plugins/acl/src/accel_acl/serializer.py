@@ -28,6 +28,9 @@ Kernels (inputs; attributes):
 ``reshape``        x
 ``activation``     x (float32); activation (1 relu, 2 bounded relu), act_max
 ``requantize``     x; the requantize attributes, axis (-1: per tensor)
+``dequantize``     x (uint8/int8) -> float32; scale, zero_point
+``quantize``       x (float32) -> uint8/int8; scale, zero_point
+``softmax``        x (float32); along the last axis
 =================  ===========================================================================
 
 Requantize attributes: ``multiplier``, ``shift`` (ints, one or one per channel),
@@ -240,6 +243,14 @@ def lower(node: Node, labels: Labels) -> Kernel:
         return Kernel("activation", {"activation": BOUNDED_RELU, "act_max": float(node.attrs["a_max"])})
     if op == "qnn.requantize":
         return Kernel("requantize", _requantize_attrs(node))
+    if op == "qnn.dequantize":
+        scale, zero_point = _quant_attrs(node.inputs[0])
+        return Kernel("dequantize", {"scale": scale, "zero_point": zero_point})
+    if op == "qnn.quantize":
+        scale, zero_point = _quant_attrs(node.outputs[0])
+        return Kernel("quantize", {"scale": scale, "zero_point": zero_point})
+    if op == "nn.softmax":
+        return Kernel("softmax", {})
     raise PartitionError(f"acl serializer: cannot encode node {node.name!r} ({op})")
 
 

@@ -3,8 +3,8 @@
 NHWC, any batch, float32 and uint8/int8, as composites (``acl.conv2d``,
 ``acl.qnn_conv2d``, ``acl.dense``, ``acl.qnn_dense``, ``acl.avg_pool2d``,
 ``acl.l2_pool2d``: :data:`PATTERNS`) and single ops (pools, ``reshape``,
-``add``, ``maximum``, ``qnn.add``, ``concatenate``, ``qnn.requantize``, ReLU and
-bounded ReLU: :data:`OP_CHECKS`). docs/backends/acl.md lists every reason.
+``add``, ``maximum``, ``qnn.add``, ``concatenate``, ``qnn.requantize``,
+``qnn.quantize``, ``qnn.dequantize``, ``nn.softmax``, ReLU and bounded ReLU: :data:`OP_CHECKS`). docs/backends/acl.md lists every reason.
 Reasons are written with :mod:`accel_sdk.reasons`, in the form accel reports them
 for every backend (``groups=2, groups must = 1 ...``).
 """
@@ -31,6 +31,8 @@ DEPTHWISE_STRIDES = ((1, 1), (2, 2))
 MAX_RANK = 6
 #: Arm Compute Library's concatenation joins along its four innermost dimensions only.
 CONCAT_AXES = 4
+#: The most dimensions NESoftmaxLayer takes.
+SOFTMAX_RANK = 4
 
 
 # -- patterns ---------------------------------------------------------------------------
@@ -373,6 +375,27 @@ def check_requantize(node: Node) -> str | None:
     return None
 
 
+def check_dequantize(node: Node) -> str | None:
+    """uint8 or int8 quantized per tensor, to float32 (NEDequantizationLayer); rank <= 6."""
+    return _quant_data(node.inputs[0], "data") or _acl_rank(node)
+
+
+def check_quantize(node: Node) -> str | None:
+    """float32 to uint8 or int8 quantized per tensor; rank <= 6."""
+    return dtype_of(node.inputs, FLOAT) or _quant_data(node.outputs[0], "output") or _acl_rank(node)
+
+
+def check_softmax(node: Node) -> str | None:
+    """float32 along the last axis (channels, in NHWC), rank <= 4 (NESoftmaxLayer)."""
+    x = node.inputs[0].type
+    axis = int(node.attrs["axis"]) % max(x.rank, 1)
+    if axis != x.rank - 1:
+        return f"softmax axis={axis}, axis must = {x.rank - 1} (the last)"
+    if x.rank > SOFTMAX_RANK:
+        return f"rank={x.rank}, rank must be <= {SOFTMAX_RANK}: NESoftmaxLayer takes at most {SOFTMAX_RANK} dimensions"
+    return _dtypes(node, FLOAT)
+
+
 # -- the support table ------------------------------------------------------------------
 
 #: Composites in priority order, ``(name, pattern builder, check)``: each becomes one ``call`` node
@@ -401,6 +424,9 @@ OP_CHECKS: dict[str, Check] = {
     "nn.relu": check_relu,
     "clip": check_clip,
     "qnn.requantize": check_requantize,
+    "qnn.quantize": check_quantize,
+    "qnn.dequantize": check_dequantize,
+    "nn.softmax": check_softmax,
 }
 
 __all__ = [

@@ -12,6 +12,8 @@
 //   requantize(x):           sat_out(z_out + mbqm(sat32(x - z_in), m, shift)),
 //                            (m, shift) = quantize_multiplier(double(s_in) / double(s_out))
 //                            with s_in, s_out the float32 scales.
+//   dequantize(q):           float32(q - z) * s, s the float32 scale (8- and 16-bit q: the
+//                            difference is exact in float32, the product rounded once).
 #ifndef ACCEL_SDK_QUANT_HPP
 #define ACCEL_SDK_QUANT_HPP
 
@@ -142,6 +144,13 @@ class Requantizer {
   std::int64_t lo_ = 0;
   std::int64_t hi_ = 0;
 };
+
+// out[i] = dequantize(in[i]) for n elements of 8- or 16-bit data (accel.quant.Dequantizer).
+template <class In>
+void dequantize(const In* in, float* out, std::size_t n, float scale, std::int32_t zero_point) {
+  static_assert(sizeof(In) <= 2, "the difference q - z is exact in float32 for data of at most 16 bits");
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<std::int32_t>(in[i]) - zero_point) * scale;
+}
 
 }  // namespace quant
 }  // namespace accel_sdk

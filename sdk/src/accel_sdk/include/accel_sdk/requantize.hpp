@@ -18,12 +18,16 @@
 // AddTable: qnn.add of two 8-bit tensors of one shape (accel.quant.quantized_add), the
 // definition tabulated once over every pair of bytes and looked up 16 (AVX-512) or 8 (AVX2)
 // elements a gather.
+//
+// Quantizer: float32 -> uint8/int8 per tensor (accel.quant.Quantizer), 16 (AVX-512) or 8
+// (AVX2) elements a step.
 #ifndef ACCEL_SDK_REQUANTIZE_HPP
 #define ACCEL_SDK_REQUANTIZE_HPP
 
 #include <accel_sdk/quant.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -698,6 +702,101 @@ class AddTable {
 
  private:
   std::vector<std::uint8_t> table_;
+};
+
+namespace detail {
+
+// Quantizer's constants: the float32 scale, the clamp [lo - z, hi - z] (integers, exact in float32)
+// and z.
+struct QuantizeConsts {
+  float scale = 1.f, lo = 0.f, hi = 0.f;
+  std::int32_t z = 0;
+};
+
+// One element as accel.quant defines it: x / s in float32, rounded half to even, NaN to 0,
+// clamped, plus z.
+inline std::int32_t quantize_one(float x, const QuantizeConsts& k) {
+  float q = std::nearbyint(x / k.scale);  // (the default rounding mode: half to even)
+  if (q != q) q = 0.f;
+  q = q < k.lo ? k.lo : (q > k.hi ? k.hi : q);
+  return static_cast<std::int32_t>(q) + k.z;
+}
+
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+// The same steps on 16 lanes: the division is IEEE's in every lane, the rounding the same mode,
+// NaN lanes zeroed before the clamp, and the clamped integers convert exactly. The low byte of
+// each int32 is the uint8 or int8 result.
+__attribute__((target("avx512f"))) inline std::size_t quantize_avx512(const float* x, std::uint8_t* y, std::size_t n,
+                                                                      const QuantizeConsts& k) {
+  const __m512 s = _mm512_set1_ps(k.scale), lo = _mm512_set1_ps(k.lo), hi = _mm512_set1_ps(k.hi);
+  const __m512i z = _mm512_set1_epi32(k.z);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 q = _mm512_roundscale_ps(_mm512_div_ps(_mm512_loadu_ps(x + i), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q);
+    q = _mm512_min_ps(_mm512_max_ps(q, lo), hi);
+    const __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(q), z);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(v));
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) inline std::size_t quantize_avx2(const float* x, std::uint8_t* y, std::size_t n,
+                                                                 const QuantizeConsts& k) {
+  const __m256 s = _mm256_set1_ps(k.scale), lo = _mm256_set1_ps(k.lo), hi = _mm256_set1_ps(k.hi);
+  const __m256i z = _mm256_set1_epi32(k.z);
+  // the low byte of each int32 to the first 4 bytes of its 128-bit lane, then the two lanes' words together
+  const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i words = _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
+    q = _mm256_min_ps(_mm256_max_ps(q, lo), hi);
+    const __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(q), z);
+    const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, low_bytes), words);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm256_castsi256_si128(packed));
+  }
+  return i;
+}
+#endif
+
+}  // namespace detail
+
+// qnn.quantize of float32 data to uint8 or int8 per tensor, as accel.quant.Quantizer defines it:
+// saturate(round_half_even(x / s) + z), NaN to z. Every step after the one float32 division is
+// exact, so the vector kernels give the portable one's bits.
+class Quantizer {
+ public:
+  Quantizer() = default;
+  Quantizer(float scale, std::int64_t zero_point, std::int64_t lo, std::int64_t hi) {
+    if (!(scale > 0.f) || !std::isfinite(scale)) throw std::invalid_argument("quantize scale must be finite and > 0");
+    if (lo > hi || lo < -128 || hi > 255 || zero_point < lo || zero_point > hi) {
+      throw std::invalid_argument("quantize range and zero point must be an 8-bit dtype's");
+    }
+    k_.scale = scale;
+    k_.z = static_cast<std::int32_t>(zero_point);
+    k_.lo = static_cast<float>(lo - zero_point);
+    k_.hi = static_cast<float>(hi - zero_point);
+  }
+
+  // y[i] = quantize(x[i]) for n elements; y holds the results' bytes (uint8, or int8's bit patterns).
+  void run(const float* x, void* y, std::size_t n, RequantizeIsa isa = best_requantize_isa()) const {
+    auto* out = static_cast<std::uint8_t*>(y);
+    std::size_t i = 0;
+#ifdef ACCEL_SDK_REQUANTIZE_X86
+    isa = std::min(isa, best_requantize_isa());
+    if (isa == RequantizeIsa::avx512) i = detail::quantize_avx512(x, out, n, k_);
+    if (isa == RequantizeIsa::avx2) i = detail::quantize_avx2(x, out, n, k_);
+#else
+    (void)isa;
+#endif
+    for (; i < n; ++i) out[i] = static_cast<std::uint8_t>(detail::quantize_one(x[i], k_));
+  }
+
+ private:
+  detail::QuantizeConsts k_;
 };
 
 }  // namespace quant
