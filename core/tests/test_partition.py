@@ -273,6 +273,49 @@ def test_no_transposes_between_adjacent_nhwc_regions():
     _same_results(g, r)
 
 
+class Transposing(NhwcConv):
+    """NHWC backend that also takes transposes (of float32), reshapes and sigmoid."""
+
+    name = "transposing"
+
+    def op_checks(self):
+        def transpose(node):
+            return None if node.inputs[0].type.dtype == "float32" else "float32 only"
+
+        return {**super().op_checks(), "transpose": transpose, "reshape": _ok, "sigmoid": _ok}
+
+
+def test_a_backend_that_transposes_takes_its_regions_input_transposes():
+    b = _x()
+    y = _conv(b, b.x["x"], 4, 8)
+    y = b.op("abs", y)
+    g = b.done(_conv(b, y, 8, 8, seed=1))
+    r = partition_graph(g, [Transposing()])
+    # each region's input is transposed in its body; what the host reads comes back on the host
+    assert [n.op for n in r.graph.nodes] == ["call", "transpose", "abs", "call", "transpose"]
+    assert [p.transposes for p in r.report.partitions] == [1, 1]
+    for region, channels in zip(r.regions, (4, 8)):
+        first = region.body.nodes[0]
+        assert first.op == "transpose" and first.inputs[0] is region.body.inputs[0]
+        assert tuple(first.attrs["axes"]) == (0, 2, 3, 1)
+        assert region.body.inputs[0].type.shape == (1, channels, 8, 8)  # NCHW, as the host holds it
+    assert r.regions[0].inputs[0] is r.graph.inputs[0]
+    assert partition_report(g, [Transposing()]).partitions[0].transposes == 1  # the report without graphs agrees
+    _same_results(g, r)
+
+    # a flatten after another backend's NHWC region: transposed back to NCHW in the body that reads it
+    b = _x()
+    y = _conv(b, b.x["x"], 4, 8)
+    g = b.done(b.op("sigmoid", b.op("reshape", y, newshape=(1, 512))))
+    r = partition_graph(g, [NhwcConv(), Transposing()])
+    assert [p.backend for p in r.report.partitions] == ["nhwc", "transposing"]
+    assert [n.op for n in r.graph.nodes] == ["transpose", "call", "call"]
+    second = r.regions[1].body
+    assert [n.op for n in second.nodes] == ["transpose", "reshape", "sigmoid"]
+    assert tuple(second.nodes[0].attrs["axes"]) == (0, 3, 1, 2) and second.inputs[0].type.shape == (1, 8, 8, 8)
+    _same_results(g, r)
+
+
 def test_nchw_and_nhwc_regions_exchange_through_transposes():
     b = _x()
     y = _pool(b, b.x["x"])

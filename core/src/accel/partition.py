@@ -159,6 +159,9 @@ class _Partitioner:
         # layout -> (the view, its node for each node index (None where it has none), origin)
         self.views: dict[str, tuple[Graph, list[Node | None], dict[Value, tuple[str, Perm]]]] = {}
         self.tables = [_pattern_table(b) for b in backends]
+        # per backend: whether it speaks of transpose (then region inputs it takes in another layout
+        # are transposed in its body: _Build._inner_transpose)
+        self._transposes = ["transpose" in _ask(b, "its op checks", lambda b=b: b.op_checks()) for b in backends]
         for b in backends:
             if b.layout == layout:
                 self._host_view()
@@ -367,6 +370,10 @@ class _Partitioner:
             raise
         except Exception as exc:
             raise _check_raised(backend, node, exc) from exc
+
+    def takes_transpose(self, b: int) -> bool:
+        """Whether backend ``b`` has an op check for ``transpose``."""
+        return self._transposes[b]
 
     def _fix_layout(self, b: int, backend: Backend, vnodes: list[Node | None]) -> None:
         """Give back nodes that would need a layout transpose inside one of ``backend``'s regions."""
@@ -727,12 +734,14 @@ class _Region:
         "out_names",
         "perms",
         "unread",
+        "lead",
     )
     # set by _Build._boundary_inputs
     in_names: list[str]
     body_inputs: list[Value]
     call_args: list[Value]
-    replaced: dict[Value, Value]  # view value -> body input
+    replaced: dict[Value, Value]  # view value -> body input (or the output of a transpose in the body)
+    lead: list[Node]  # the transposes the body runs first, on inputs that arrive in another layout
     # set by _Build._boundary_outputs
     body_outputs: list[Value]
     out_names: list[str]
@@ -840,13 +849,10 @@ class _Build:
             # typed as the transpose rule would type it (the input's type, permuted), without
             # running the rule again at each of the many region boundaries
             name = host.fresh_name(f"{region}_layout")
-            attrs = self.transpose_attrs.get(axes)
-            if attrs is None:
-                attrs = self.transpose_attrs[axes] = freeze_attrs({"axes": axes})
             t = Node(
                 "transpose",
                 [v],
-                attrs,
+                self._axes_attrs(axes),
                 [permuted_type(v.type, axes)],
                 name=name,
                 output_names=[host.fresh_name(name)],
@@ -907,7 +913,12 @@ class _Build:
         return _Region(g, b, f"{backend.name}_{k}", idxs, body_nodes, origin)
 
     def _boundary_inputs(self, r: _Region) -> None:
-        """Boundary inputs: new body inputs, fed on the host (through a transpose if needed)."""
+        """Boundary inputs: new body inputs, fed on the host (through a transpose if needed).
+
+        A backend that takes ``transpose`` (its op check passes) runs the transpose itself: the
+        value comes in as it is held (in the model's layout, or in the layout of the region that
+        made it) and the body's first nodes transpose it (:meth:`_inner_transpose`).
+        """
         layout = self.p.backends[r.b].layout
         raw, host, origin, pname = self.raw, self.host, r.origin, r.name
         plain_value, original_value, transpose = self.plain_value, self.original_value, self.transpose
@@ -918,25 +929,78 @@ class _Build:
         in_names: list[str] = []
         replaced: dict[Value, Value] = {}
         param_names: set[str] = set()
+        lead: list[Node] = []
         for nd in body_nodes:
             for v in nd.inputs:
                 if v.const is not None or v in produced or v in replaced:
                     continue
                 name, perm = origin[v]
                 src = raw.get((name, perm))
+                inner: Node | None = None
                 if src is None:
-                    plain = plain_value(name) or original_value(name)
-                    src = plain if _is_identity(perm) else transpose(plain, perm, pname)
+                    inner, src = self._inner_transpose(r, v, name, perm)
+                    if src is None:
+                        plain = plain_value(name) or original_value(name)
+                        src = plain if _is_identity(perm) else transpose(plain, perm, pname)
                 in_names.append(name)
                 if host is None:  # no body: the name is all the report needs
                     replaced[v] = v
                     continue
                 param = Value(name if name not in param_names else f"{name}_{layout}", v.type)
                 param_names.add(param.name)
-                replaced[v] = param
                 body_inputs.append(param)
                 call_args.append(src)
-        r.in_names, r.body_inputs, r.call_args, r.replaced = in_names, body_inputs, call_args, replaced
+                if inner is None:
+                    replaced[v] = param
+                    continue
+                param.type = inner.inputs[0].type
+                inner.inputs = [param]
+                out = inner.outputs[0]
+                out.name = f"{param.name}_transposed"
+                while out.name in param_names:
+                    out.name += "_"
+                param_names.add(out.name)
+                lead.append(inner)
+                replaced[v] = out
+        r.in_names, r.body_inputs, r.call_args, r.replaced, r.lead = in_names, body_inputs, call_args, replaced, lead
+
+    def _inner_transpose(self, r: _Region, v: Value, name: str, perm: Perm) -> tuple[Node | None, Value | None]:
+        """``(transpose, source)`` when region ``r``'s backend transposes ``v`` itself from the value the
+        host holds for ``name`` (the region that made it left it in another layout, or it is in the
+        model's); ``(None, None)`` when the host transposes it."""
+        p = self.p
+        if not p.takes_transpose(r.b):
+            return None, None
+        pending = self.pending.get(name)
+        held = self.by_name.get(name)
+        if held is not None or pending is None:
+            q = identity_perm(len(perm))
+        else:
+            held, inverse, _ = pending
+            q = _inverse(inverse)
+        if q == perm:
+            return None, None
+        axes = tuple(q.index(a) for a in perm)  # transpose(held, axes) is transpose(original, perm)
+        held_type = permuted_type(v.type, tuple(perm.index(a) for a in q))
+        node = Node(
+            "transpose",
+            [Value(name, held_type)],
+            self._axes_attrs(axes),
+            [v.type],
+            name=f"{r.name}_{name}_layout",
+            output_names=[f"{name}_transposed"],
+        )
+        if p._call_check(p.backends[r.b], partial(p.backends[r.b].check_op, node), node) is not None:
+            return None, None
+        if held is None:
+            held = self.original_value(name)  # a graph input, or what the host computed
+        return node, held
+
+    def _axes_attrs(self, axes: Perm) -> Mapping[str, object]:
+        attrs = self.transpose_attrs.get(axes)
+        if attrs is None:
+            attrs = self.transpose_attrs[axes] = freeze_attrs({"axes": axes})
+        return attrs
 
     def _boundary_outputs(self, r: _Region) -> None:
         """Boundary outputs: used outside the region, or graph outputs
@@ -971,6 +1035,8 @@ class _Build:
         if r.unread:
             remove_dead_nodes(body)
         p._outline_composites(body, r.idxs, p.graph_outputs)
+        if r.lead:  # (after the outlining, which reads the body's nodes as the region's, one for one)
+            body.nodes = [*r.lead, *body.nodes]
         layout = p.backends[r.b].layout
         call_out_names = [
             name if _is_identity(perm) else host.fresh_name(f"{name}_{layout}")

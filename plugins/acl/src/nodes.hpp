@@ -439,6 +439,27 @@ class QuantizeOp final : public accel_sdk::Kernel<Call> {
   std::size_t n_ = 0, shares_ = 1;
 };
 
+// A transpose node: its axes (output axis i is input axis axes[i]), checked to be a permutation
+// that gives the output's shape from the input's, one dtype.
+inline std::vector<int> transpose_axes(const Ctx& c) {
+  c.arity(1, 1, 1);
+  const Shape& x = c.in(0).spec.shape;
+  const Shape& y = c.out(0).spec.shape;
+  if (c.in(0).spec.dtype != c.out(0).spec.dtype) c.fail("transpose must keep the dtype");
+  const int r = x.rank();
+  if (y.rank() != r || r < 1) c.fail("transpose must keep the rank");
+  const auto a = c.ints("axes", static_cast<std::size_t>(r), 0, r - 1);
+  std::vector<int> axes(a.begin(), a.end());
+  std::vector<bool> seen(static_cast<std::size_t>(r), false);
+  for (int i = 0; i < r; ++i) {
+    if (seen[static_cast<std::size_t>(axes[i])]) c.fail("transpose axes must be a permutation");
+    seen[static_cast<std::size_t>(axes[i])] = true;
+    if (y[i] != x[axes[i]]) c.fail("transpose output must be " + x.str() + " permuted by its axes, got " + y.str());
+  }
+  if (x.elements() == 0) c.fail("empty tensors are not supported");
+  return axes;
+}
+
 // A float32 softmax along the last axis, as rows of its last dimension. A library computes
 // it; fix() then gives NaN to the rows where the reference's exp(x - max) / sum(...) has no
 // number, which libraries leave unspecified: a row holding NaN or +Inf, or only -Inf.

@@ -343,7 +343,54 @@ class SoftmaxF32 final : public Kernel {
   int threads_ = 1;
 };
 
-// -- data movement ------------------------------------------------------------------------
+// -- data movement ----------------------------------------------------------------------------
+
+// transpose: a oneDNN reorder of the input, read through the strides the permutation gives its
+// axes, into the plain output.
+class Transpose final : public Kernel {
+ public:
+  explicit Transpose(const Ctx& c) {
+    const std::vector<int> axes = transpose_axes(c);
+    const Shape& x = c.in(0).spec.shape;
+    const Shape& y = c.out(0).spec.shape;
+    const int r = x.rank();
+    dnnl::memory::dims dims(static_cast<std::size_t>(r)), in_strides(dims.size()), src_strides(dims.size()),
+        dst_strides(dims.size());
+    std::int64_t in = 1, out = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      in_strides[static_cast<std::size_t>(d)] = in;
+      dst_strides[static_cast<std::size_t>(d)] = out;
+      in *= x[d];
+      out *= y[d];
+    }
+    for (int i = 0; i < r; ++i) {
+      dims[static_cast<std::size_t>(i)] = y[i];
+      src_strides[static_cast<std::size_t>(i)] = in_strides[static_cast<std::size_t>(axes[static_cast<std::size_t>(i)])];
+    }
+    const dt type = onednn::data_type(c.in(0).spec.dtype);
+    src_md_ = dnnl::memory::desc(dims, type, src_strides);
+    dst_md_ = dnnl::memory::desc(dims, type, dst_strides);
+    onednn::guard("transpose " + c.n.name, [&] {
+      dnnl::reorder::primitive_desc pd(onednn::engine(), src_md_, onednn::engine(), dst_md_, user_scratchpad());
+      prim_.set<dnnl::reorder>(pd);
+    });
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+    scratch_bytes = prim_.scratch;
+    threads_ = c.threads_for(static_cast<double>(y.elements()), accel_sdk::kSmallElementwise);
+  }
+
+  void run(Exec& e) const override {
+    onednn::ThreadScope threads(threads_);
+    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, src_md_, e.ptr[ins[0]]),
+               onednn::thread_memory(onednn::kDstMemory, dst_md_, e.ptr[outs[0]]));
+  }
+
+ private:
+  Prim prim_;
+  dnnl::memory::desc src_md_, dst_md_;
+  int threads_ = 1;
+};
 
 class Reshape final : public Kernel {
  public:
@@ -456,6 +503,7 @@ std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
   if (k == "dequantize") return std::make_unique<DequantizeOp<onednn::Call>>(c);
   if (k == "quantize") return std::make_unique<QuantizeOp<onednn::Call>>(c);
   if (k == "softmax") return std::make_unique<SoftmaxF32>(c);
+  if (k == "transpose") return std::make_unique<Transpose>(c);
   c.fail("unknown kernel");
 }
 

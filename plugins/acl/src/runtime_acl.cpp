@@ -11,7 +11,7 @@
 //
 // Exactness. float32 layers are ACL's (NEConvolutionLayer without fast math, so no Winograd
 // variant that changes results; NEDepthwiseConvolutionLayer, NEFullyConnectedLayer,
-// NEPoolingLayer, elementwise functions, NESoftmaxLayer). Quantized layers are bit-exact with accel.quant:
+// NEPoolingLayer, elementwise functions, NESoftmaxLayer, NEPermute). Quantized layers are bit-exact with accel.quant:
 //  - convolutions and dense layers: ACL's NEGEMMLowpMatrixMultiplyCore hands back the int32
 //    accumulators (after NEIm2Col where the window is larger than one pixel), which the
 //    sdk's ChannelRequantizer requantizes (ACL's own output stage rounds twice, gemmlowp's way);
@@ -483,6 +483,21 @@ std::unique_ptr<Kernel> reshape_kernel(const Ctx& c) {
   });
 }
 
+// transpose: NEPermute, its permutation in ACL's order of dimensions (the innermost first): ACL's
+// output dimension k is its input dimension r - 1 - axes[r - 1 - k].
+std::unique_ptr<Kernel> transpose_kernel(const Ctx& c) {
+  const std::vector<int> axes = transpose_axes(c);
+  const int r = static_cast<int>(axes.size());
+  acl::PermutationVector perm;
+  for (int k = 0; k < r; ++k) perm.set(static_cast<std::size_t>(k), static_cast<std::uint32_t>(r - 1 - axes[static_cast<std::size_t>(r - 1 - k)]));
+  return std::make_unique<Simple>(c, 1, acl::DataLayout::NCHW, [&](const Ins& in, Buf& out) {
+    check(c, acl::NEPermute::validate(in[0]->t.info(), out.t.info(), perm), "NEPermute");
+    auto f = std::make_unique<acl::NEPermute>();
+    f->configure(&in[0]->t, &out.t, perm);
+    return f;
+  });
+}
+
 std::unique_ptr<Kernel> concatenate_kernel(const Ctx& c) {
   const std::int64_t axis = concatenate_axis(c);
   const auto& y = c.out(0).spec;
@@ -753,6 +768,7 @@ std::unique_ptr<Kernel> acl_kernel(const Ctx& c) {
     if (k == "dequantize") return std::make_unique<DequantizeOp<AclCall>>(c);
     if (k == "quantize") return std::make_unique<QuantizeOp<AclCall>>(c);
     if (k == "softmax") return std::make_unique<SoftmaxF32>(c);
+    if (k == "transpose") return transpose_kernel(c);
   } catch (const accel_sdk::BlobError&) {
     throw;
   } catch (const std::exception& e) {

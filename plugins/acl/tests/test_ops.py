@@ -4,6 +4,7 @@ module with oneDNN limited to AVX2 (no AVX-512, no VNNI), the other kind of mach
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -13,11 +14,14 @@ import acl_cases as cases
 import numpy as np
 import pytest
 from accel_acl import AclBackend
+from accel_acl.serializer import serialize
 from acl_cases import qtype
 from acl_helpers import check, compiled, host_ops, inputs_for
 
 from accel.builder import GraphBuilder
 from accel.executor import ReferenceExecutor
+from accel.ir import Graph, Node, TensorType, Value
+from accel.runtime import create_handle
 
 CONVS = [
     # shape, out, kernel, strides, padding, dilation, groups, act, pad
@@ -204,3 +208,36 @@ def test_forced_isa():
     """This module again with ONEDNN_MAX_CPU_ISA=AVX2: the kernels a CPU without AVX-512 and VNNI runs
     (there accel-sdk's IntConv splits int8 weights into parts, or takes its exact float32 path)."""
     _rerun({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "not forced_isa")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int8", "int32"])
+def test_transpose_kernel_every_permutation(dtype):
+    """The transpose kernel (a oneDNN reorder; NEPermute on Arm) against numpy, for every permutation of
+    2, 3 and 4 axes: what the partitioner puts first in a region whose input arrives in another layout."""
+    backend = AclBackend()
+    rng = np.random.default_rng(3)
+    for shape in ((5, 7), (2, 3, 5), (2, 3, 4, 5)):
+        for axes in itertools.permutations(range(len(shape))):
+            x = Value("x", TensorType(shape, dtype))
+            out_shape = tuple(shape[a] for a in axes)
+            node = Node("transpose", [x], {"axes": axes}, [TensorType(out_shape, dtype)], name="t", output_names=["y"])
+            handle = create_handle(backend, serialize(Graph([x], node.outputs, [node])), "t", threads=1)
+            data = rng.integers(-100, 100, size=shape).astype(dtype)
+            got = np.empty(out_shape, dtype)
+            handle.run([data], [got])
+            np.testing.assert_array_equal(got, np.transpose(data, axes), err_msg=f"{shape} {axes}")
+
+
+def test_transpose_check_reasons():
+    """What acl's transpose check refuses (asked of a region's input transposes): rank 5, float16."""
+    backend = AclBackend()
+
+    def reason(shape, dtype):
+        axes = tuple(reversed(range(len(shape))))
+        out = TensorType(tuple(shape[a] for a in axes), dtype)
+        return backend.check_op(Node("transpose", [Value("x", TensorType(shape, dtype))], {"axes": axes}, [out],
+                                     name="t", output_names=["y"]))  # fmt: skip
+
+    assert reason((2, 3, 4, 5), "uint8") is None and reason((2, 3), "int32") is None
+    assert reason((1, 2, 3, 4, 5), "float32") == "rank=5, rank must be <= 4: NEPermute permutes at most 4 dimensions"
+    assert reason((2, 3, 4, 5), "float16") == "dtype='float16', dtype must be float32, uint8, int8 or int32"

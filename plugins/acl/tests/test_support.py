@@ -11,8 +11,26 @@ from accel.partition import partition_graph
 
 
 def regions(graph, **options):
+    """Each region's composites and ops (without the transposes of its inputs it runs first)."""
     result = partition_graph(graph, [AclBackend(options or None)])
-    return [[n.attrs.get("composite", n.op) for n in r.body.nodes] for r in result.regions]
+    return [
+        [n.attrs.get("composite", n.op) for n in r.body.nodes if not _input_transpose(n, r.body)]
+        for r in result.regions
+    ]
+
+
+def _input_transpose(node, body) -> bool:
+    return node.op == "transpose" and node.inputs[0] in body.inputs
+
+
+def test_the_input_transpose_runs_in_the_partition():
+    """The NCHW model's input comes in as it is; acl transposes it to NHWC first, not the host."""
+    result = partition_graph(cases.conv_fp32(), [AclBackend()])
+    assert [n.op for n in result.graph.nodes] == ["call", "transpose"]  # the NCHW output, back on the host
+    (region,) = result.regions
+    first = region.body.nodes[0]
+    assert _input_transpose(first, region.body) and tuple(first.attrs["axes"]) == (0, 2, 3, 1)
+    assert region.inputs[0] is result.graph.inputs[0]
 
 
 def test_depthwise_3x3_stride_1_and_2_offloaded():

@@ -31,6 +31,7 @@ Kernels (inputs; attributes):
 ``dequantize``     x (uint8/int8) -> float32; scale, zero_point
 ``quantize``       x (float32) -> uint8/int8; scale, zero_point
 ``softmax``        x (float32); along the last axis
+``transpose``      x; axes (the output's axis i is the input's axis axes[i])
 =================  ===========================================================================
 
 Requantize attributes: ``multiplier``, ``shift`` (ints, one or one per channel),
@@ -251,6 +252,9 @@ def lower(node: Node, labels: Labels) -> Kernel:
         return Kernel("quantize", {"scale": scale, "zero_point": zero_point})
     if op == "nn.softmax":
         return Kernel("softmax", {})
+    if op == "transpose":
+        rank = node.inputs[0].type.rank
+        return Kernel("transpose", {"axes": [int(a) % rank for a in node.attrs["axes"]]})
     raise PartitionError(f"acl serializer: cannot encode node {node.name!r} ({op})")
 
 

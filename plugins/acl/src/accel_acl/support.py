@@ -4,7 +4,7 @@ NHWC, any batch, float32 and uint8/int8, as composites (``acl.conv2d``,
 ``acl.qnn_conv2d``, ``acl.dense``, ``acl.qnn_dense``, ``acl.avg_pool2d``,
 ``acl.l2_pool2d``: :data:`PATTERNS`) and single ops (pools, ``reshape``,
 ``add``, ``maximum``, ``qnn.add``, ``concatenate``, ``qnn.requantize``,
-``qnn.quantize``, ``qnn.dequantize``, ``nn.softmax``, ReLU and bounded ReLU: :data:`OP_CHECKS`). docs/backends/acl.md lists every reason.
+``qnn.quantize``, ``qnn.dequantize``, ``nn.softmax``, ``transpose``, ReLU and bounded ReLU: :data:`OP_CHECKS`). docs/backends/acl.md lists every reason.
 Reasons are written with :mod:`accel_sdk.reasons`, in the form accel reports them
 for every backend (``groups=2, groups must = 1 ...``).
 """
@@ -33,6 +33,8 @@ MAX_RANK = 6
 CONCAT_AXES = 4
 #: The most dimensions NESoftmaxLayer takes.
 SOFTMAX_RANK = 4
+#: The most dimensions NEPermute permutes.
+PERMUTE_RANK = 4
 
 
 # -- patterns ---------------------------------------------------------------------------
@@ -385,6 +387,15 @@ def check_quantize(node: Node) -> str | None:
     return dtype_of(node.inputs, FLOAT) or _quant_data(node.outputs[0], "output") or _acl_rank(node)
 
 
+def check_transpose(node: Node) -> str | None:
+    """float32, uint8, int8 or int32, rank <= 4 (NEPermute). The partitioner asks it of the transposes
+    at a region's inputs: acl runs those in its partition, not the host."""
+    rank = node.inputs[0].type.rank
+    if rank > PERMUTE_RANK:
+        return f"rank={rank}, rank must be <= {PERMUTE_RANK}: NEPermute permutes at most {PERMUTE_RANK} dimensions"
+    return _dtypes(node, (*FLOAT, *QUANT, "int32"))
+
+
 def check_softmax(node: Node) -> str | None:
     """float32 along the last axis (channels, in NHWC), rank <= 4 (NESoftmaxLayer)."""
     x = node.inputs[0].type
@@ -427,6 +438,7 @@ OP_CHECKS: dict[str, Check] = {
     "qnn.quantize": check_quantize,
     "qnn.dequantize": check_dequantize,
     "nn.softmax": check_softmax,
+    "transpose": check_transpose,
 }
 
 __all__ = [
