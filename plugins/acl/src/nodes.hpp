@@ -460,6 +460,50 @@ inline std::vector<int> transpose_axes(const Ctx& c) {
   return axes;
 }
 
+// A transpose of at most 4 dimensions as a loop nest over the output, reading the input through
+// its permuted strides: what the Arm runtime runs for the permutations its NEPermute refuses
+// (Arm Compute Library 20.08 lists the ones it takes).
+struct PermuteCopy {
+  std::int64_t dims[4] = {1, 1, 1, 1};     // the output's, padded with leading 1s
+  std::int64_t strides[4] = {0, 0, 0, 0};  // the input's, in elements, for each output axis
+  std::size_t elem = 1;
+
+  PermuteCopy(const Ctx& c, const std::vector<int>& axes) {
+    const Shape& x = c.in(0).spec.shape;
+    const int r = x.rank();
+    if (r > 4) c.fail("transpose of more than 4 dimensions");
+    std::int64_t in_strides[4] = {0, 0, 0, 0}, st = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      in_strides[d] = st;
+      st *= x[d];
+    }
+    for (int i = 0; i < r; ++i) {
+      dims[4 - r + i] = x[axes[static_cast<std::size_t>(i)]];
+      strides[4 - r + i] = in_strides[axes[static_cast<std::size_t>(i)]];
+    }
+    elem = accel_sdk::dtype_size(c.in(0).spec.dtype);
+  }
+
+  void run(const void* in, void* out) const {
+    if (elem == 1) {
+      go(static_cast<const std::uint8_t*>(in), static_cast<std::uint8_t*>(out));
+    } else {
+      go(static_cast<const std::uint32_t*>(in), static_cast<std::uint32_t*>(out));
+    }
+  }
+
+ private:
+  template <class T>
+  void go(const T* x, T* y) const {
+    for (std::int64_t a = 0; a < dims[0]; ++a)
+      for (std::int64_t b = 0; b < dims[1]; ++b)
+        for (std::int64_t c = 0; c < dims[2]; ++c) {
+          const T* row = x + a * strides[0] + b * strides[1] + c * strides[2];
+          for (std::int64_t d = 0; d < dims[3]; ++d) *y++ = row[d * strides[3]];
+        }
+  }
+};
+
 // A float32 softmax along the last axis, as rows of its last dimension. A library computes
 // it; fix() then gives NaN to the rows where the reference's exp(x - max) / sum(...) has no
 // number, which libraries leave unspecified: a row holding NaN or +Inf, or only -Inf.

@@ -484,12 +484,28 @@ std::unique_ptr<Kernel> reshape_kernel(const Ctx& c) {
 }
 
 // transpose: NEPermute, its permutation in ACL's order of dimensions (the innermost first): ACL's
-// output dimension k is its input dimension r - 1 - axes[r - 1 - k].
+// output dimension k is its input dimension r - 1 - axes[r - 1 - k]. The permutations this
+// version's NEPermute does not list are copied by nodes.hpp's PermuteCopy.
+class PermuteOwn final : public Kernel {
+ public:
+  PermuteOwn(const Ctx& c, const std::vector<int>& axes) : copy_(c, axes) {
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+  void run(Exec& e) const override { copy_.run(e.in(0), e.out(0)); }
+
+ private:
+  PermuteCopy copy_;
+};
+
 std::unique_ptr<Kernel> transpose_kernel(const Ctx& c) {
   const std::vector<int> axes = transpose_axes(c);
   const int r = static_cast<int>(axes.size());
   acl::PermutationVector perm;
   for (int k = 0; k < r; ++k) perm.set(static_cast<std::size_t>(k), static_cast<std::uint32_t>(r - 1 - axes[static_cast<std::size_t>(r - 1 - k)]));
+  const acl::TensorInfo xi(acl_shape(c.in(0).spec.shape), 1, acl_type(c.in(0).spec.dtype));
+  const acl::TensorInfo yi(acl_shape(c.out(0).spec.shape), 1, acl_type(c.out(0).spec.dtype));
+  if (!bool(acl::NEPermute::validate(&xi, &yi, perm))) return std::make_unique<PermuteOwn>(c, axes);
   return std::make_unique<Simple>(c, 1, acl::DataLayout::NCHW, [&](const Ins& in, Buf& out) {
     check(c, acl::NEPermute::validate(in[0]->t.info(), out.t.info(), perm), "NEPermute");
     auto f = std::make_unique<acl::NEPermute>();
