@@ -231,6 +231,9 @@ class PoolOneDnn final : public Kernel {
     spec.pad_begin = {p.pt, p.pl};
     spec.pad_end = {p.pb, p.pr};
     const dt type = onednn::data_type(x.spec.dtype);
+    // a pool reads its input about once: memory-bound, on one thread below kSmallElementwise elements
+    threads_ = c.threads_for(static_cast<double>(x.spec.shape.elements()), accel_sdk::kSmallElementwise);
+    onednn::ThreadScope threads(threads_);  // (oneDNN partitions the work when the primitive is made)
     try {
       pool_ = onednn::Pool(spec, nhwc_desc(x.spec.shape, type), nhwc_desc(y.spec.shape, type));
     } catch (const onednn::Error& e) {
@@ -241,10 +244,14 @@ class PoolOneDnn final : public Kernel {
     scratch_bytes = pool_.scratch_bytes();
   }
 
-  void run(Exec& e) const override { pool_.execute(e.call.stream(), e.in(0), e.out(0), e.scratch); }
+  void run(Exec& e) const override {
+    onednn::ThreadScope threads(threads_);
+    pool_.execute(e.call.stream(), e.in(0), e.out(0), e.scratch);
+  }
 
  private:
   onednn::Pool pool_;
+  int threads_ = 1;
 };
 
 // -- float32 elementwise ----------------------------------------------------------------
@@ -266,6 +273,8 @@ class BinaryF32 final : public Kernel {
       md_ = dnnl::memory::desc({rows, C}, dt::f32, tag::ab);
       md1_ = dnnl::memory::desc({1, C}, dt::f32, tag::ab);
     }
+    threads_ = c.threads_for(static_cast<double>(s.elements()), accel_sdk::kSmallElementwise);
+    onednn::ThreadScope threads(threads_);  // (oneDNN partitions the work when the primitive is made)
     onednn::guard("binary " + c.n.name, [&] {
       dnnl::binary::primitive_desc pd(onednn::engine(), alg, md_, md1_, md_, user_scratchpad());
       prim_.set<dnnl::binary>(pd);
@@ -273,7 +282,6 @@ class BinaryF32 final : public Kernel {
     ins = {c.n.inputs[0], c.n.inputs[1]};
     outs = {c.n.outputs[0]};
     scratch_bytes = prim_.scratch;
-    threads_ = c.threads_for(static_cast<double>(s.elements()), accel_sdk::kSmallElementwise);
   }
 
   void run(Exec& e) const override {
@@ -318,6 +326,8 @@ class SoftmaxF32 final : public Kernel {
  public:
   explicit SoftmaxF32(const Ctx& c) : rows_(SoftmaxRows::read(c)) {
     md_ = dnnl::memory::desc({static_cast<std::int64_t>(rows_.rows), static_cast<std::int64_t>(rows_.width)}, dt::f32, tag::ab);
+    threads_ = c.threads_for(static_cast<double>(rows_.rows * rows_.width), accel_sdk::kSmallElementwise);
+    onednn::ThreadScope threads(threads_);  // (oneDNN partitions the work when the primitive is made)
     onednn::guard("softmax " + c.n.name, [&] {
       dnnl::softmax_forward::primitive_desc pd(onednn::engine(), dnnl::prop_kind::forward_inference,
                                                dnnl::algorithm::softmax_accurate, md_, md_, 1, user_scratchpad());
@@ -326,7 +336,6 @@ class SoftmaxF32 final : public Kernel {
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
     scratch_bytes = prim_.scratch;
-    threads_ = c.threads_for(static_cast<double>(rows_.rows * rows_.width), accel_sdk::kSmallElementwise);
   }
 
   void run(Exec& e) const override {
@@ -370,6 +379,8 @@ class Transpose final : public Kernel {
     const dt type = onednn::data_type(c.in(0).spec.dtype);
     src_md_ = dnnl::memory::desc(dims, type, src_strides);
     dst_md_ = dnnl::memory::desc(dims, type, dst_strides);
+    threads_ = c.threads_for(static_cast<double>(y.elements()), accel_sdk::kSmallElementwise);
+    onednn::ThreadScope threads(threads_);  // (oneDNN partitions the work when the primitive is made)
     onednn::guard("transpose " + c.n.name, [&] {
       dnnl::reorder::primitive_desc pd(onednn::engine(), src_md_, onednn::engine(), dst_md_, user_scratchpad());
       prim_.set<dnnl::reorder>(pd);
@@ -377,7 +388,6 @@ class Transpose final : public Kernel {
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
     scratch_bytes = prim_.scratch;
-    threads_ = c.threads_for(static_cast<double>(y.elements()), accel_sdk::kSmallElementwise);
   }
 
   void run(Exec& e) const override {
