@@ -230,8 +230,12 @@ def test_quantizer_is_the_definition(kernel, dtype):
     for scale, zp in ((0.02, 3 if dtype == "uint8" else -7), (1.0, 0 if dtype == "uint8" else -128), (0.0039215689, 0)):
         s = np.float32(scale)
         halves = (np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)) * s  # x / s near every tie
-        edges = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, info.tiny / 2, -info.tiny, info.max, info.min], np.float32)
-        x = np.concatenate([halves, np.nextafter(halves, np.inf), edges, rng.standard_normal(1003).astype(np.float32) * 3])
+        edges = np.array(
+            [np.nan, np.inf, -np.inf, -0.0, 0.0, info.tiny / 2, -info.tiny, info.max, info.min], np.float32
+        )
+        x = np.concatenate(
+            [halves, np.nextafter(halves, np.inf), edges, rng.standard_normal(1003).astype(np.float32) * 3]
+        )
         got = p.quantizer(x, scale, zp, dtype, kernel).view(dtype)
         want = quant.Quantizer(s, zp, dtype).exact(x)
         np.testing.assert_array_equal(got, want)

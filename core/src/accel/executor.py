@@ -145,7 +145,7 @@ class Program:
         for s, c in consts:
             self._env[s] = c
         # arenas free for a run: list.pop and list.append are atomic, so concurrent runs need no lock
-        self._pool: list[dict[int, np.ndarray]] = []
+        self._pool: list[list[Any]] = []
 
     def _plan_loop(self) -> list[tuple[Any, ...]]:
         """Each step as the run loop reads it, with what does not depend on the inputs worked out once.
@@ -337,8 +337,8 @@ class Program:
                         if r.dtype != dt or r.shape != shape:
                             self._wrong_result(step, k, r)
                         env[s] = r
-            if clock is not None:
-                profile[step.label] = profile.get(step.label, 0.0) + clock() - t0  # type: ignore[index]
+            if clock is not None and profile is not None:
+                profile[step.label] = profile.get(step.label, 0.0) + clock() - t0
             for s in free:
                 env[s] = None
         return [env[s] for s in self._outputs]

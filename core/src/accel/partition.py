@@ -161,7 +161,7 @@ class _Partitioner:
         self.tables = [_pattern_table(b) for b in backends]
         # per backend: whether it speaks of transpose (then region inputs it takes in another layout
         # are transposed in its body: _Build._inner_transpose)
-        self._transposes = ["transpose" in _ask(b, "its op checks", lambda b=b: b.op_checks()) for b in backends]
+        self._transposes = ["transpose" in _op_checks(b) for b in backends]
         for b in backends:
             if b.layout == layout:
                 self._host_view()

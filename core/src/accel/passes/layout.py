@@ -344,9 +344,14 @@ class _LayoutConverter:
                 p = layout_perm(r.attrs["data_layout"], self.layout)
             elif behaviour is Layout.LAYOUT and r.inputs[0] is v:
                 p = layout_perm(r.attrs["layout"], self.layout)
-            elif behaviour is Layout.ELEMENTWISE and depth < _WANTED_DEPTH and len(r.outputs) == 1:
-                if sum(1 for x in r.inputs if x.const is None) == 1 and r.output.type.rank == v.type.rank:
-                    p = self.wanted(r.output, depth + 1)
+            elif (
+                behaviour is Layout.ELEMENTWISE
+                and depth < _WANTED_DEPTH
+                and len(r.outputs) == 1
+                and sum(1 for x in r.inputs if x.const is None) == 1
+                and r.output.type.rank == v.type.rank
+            ):
+                p = self.wanted(r.output, depth + 1)
             if p is None or is_identity(p) or (want is not None and p != want):
                 return None
             want = p
