@@ -230,11 +230,16 @@ def test_reasons_list_only_higher_priority_backends():
     assert list(node.reasons) == ["pools"]
 
 
-def test_nhwc_backend_two_boundary_transposes_per_region():
+def _conv_abs_conv() -> Graph:
+    """Two convolutions split by a host op (abs)."""
     b = _x()
     y = _conv(b, b.x["x"], 4, 8)
     y = b.op("abs", y)
-    g = b.done(_conv(b, y, 8, 8, seed=1))
+    return b.done(_conv(b, y, 8, 8, seed=1))
+
+
+def test_nhwc_backend_two_boundary_transposes_per_region():
+    g = _conv_abs_conv()
     r = partition_graph(g, [NhwcConv()])
     assert len(r.regions) == 2
     assert [p.transposes for p in r.report.partitions] == [2, 2]
@@ -286,10 +291,7 @@ class Transposing(NhwcConv):
 
 
 def test_a_backend_that_transposes_takes_its_regions_input_transposes():
-    b = _x()
-    y = _conv(b, b.x["x"], 4, 8)
-    y = b.op("abs", y)
-    g = b.done(_conv(b, y, 8, 8, seed=1))
+    g = _conv_abs_conv()
     r = partition_graph(g, [Transposing()])
     # each region's input is transposed in its body; what the host reads comes back on the host
     assert [n.op for n in r.graph.nodes] == ["call", "transpose", "abs", "call", "transpose"]

@@ -320,43 +320,64 @@ class ActivationF32 final : public Kernel {
   std::size_t n_ = 0;
 };
 
-// softmax along the last axis: oneDNN's accurate softmax over rows of the last dimension, then
-// the rows the reference makes NaN (SoftmaxRows).
-class SoftmaxF32 final : public Kernel {
+// A oneDNN primitive from the node's one input to its output, made and run on the thread count
+// its work gets (one below kSmallElementwise elements): softmax, transpose.
+class OneInput : public Kernel {
  public:
-  explicit SoftmaxF32(const Ctx& c) : rows_(SoftmaxRows::read(c)) {
-    md_ = dnnl::memory::desc({static_cast<std::int64_t>(rows_.rows), static_cast<std::int64_t>(rows_.width)}, dt::f32, tag::ab);
-    threads_ = c.threads_for(static_cast<double>(rows_.rows * rows_.width), accel_sdk::kSmallElementwise);
-    onednn::ThreadScope threads(threads_);  // (oneDNN partitions the work when the primitive is made)
-    onednn::guard("softmax " + c.n.name, [&] {
-      dnnl::softmax_forward::primitive_desc pd(onednn::engine(), dnnl::prop_kind::forward_inference,
-                                               dnnl::algorithm::softmax_accurate, md_, md_, 1, user_scratchpad());
-      prim_.set<dnnl::softmax_forward>(pd);
-    });
+  void run(Exec& e) const override {
+    onednn::ThreadScope threads(threads_);
+    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, src_md_, e.ptr[ins[0]]),
+               onednn::thread_memory(onednn::kDstMemory, dst_md_, e.ptr[outs[0]]));
+  }
+
+ protected:
+  // make() returns the primitive descriptor of P for (src, dst); oneDNN partitions the work when
+  // the primitive is made, so it is made under the thread count it runs with.
+  template <class P, class Make>
+  void set(const Ctx& c, const char* what, double elements, const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+           const Make& make) {
+    src_md_ = src;
+    dst_md_ = dst;
+    threads_ = c.threads_for(elements, accel_sdk::kSmallElementwise);
+    onednn::ThreadScope threads(threads_);
+    onednn::guard(std::string(what) + " " + c.n.name, [&] { prim_.set<P>(make()); });
     ins = {c.n.inputs[0]};
     outs = {c.n.outputs[0]};
     scratch_bytes = prim_.scratch;
   }
 
+ private:
+  Prim prim_;
+  dnnl::memory::desc src_md_, dst_md_;
+  int threads_ = 1;
+};
+
+// softmax along the last axis: oneDNN's accurate softmax over rows of the last dimension, then
+// the rows the reference makes NaN (SoftmaxRows).
+class SoftmaxF32 final : public OneInput {
+ public:
+  explicit SoftmaxF32(const Ctx& c) : rows_(SoftmaxRows::read(c)) {
+    const dnnl::memory::desc md({static_cast<std::int64_t>(rows_.rows), static_cast<std::int64_t>(rows_.width)}, dt::f32, tag::ab);
+    set<dnnl::softmax_forward>(c, "softmax", static_cast<double>(rows_.rows * rows_.width), md, md, [&] {
+      return dnnl::softmax_forward::primitive_desc(onednn::engine(), dnnl::prop_kind::forward_inference,
+                                                   dnnl::algorithm::softmax_accurate, md, md, 1, user_scratchpad());
+    });
+  }
+
   void run(Exec& e) const override {
-    onednn::ThreadScope threads(threads_);
-    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, md_, e.ptr[ins[0]]),
-               onednn::thread_memory(onednn::kDstMemory, md_, e.ptr[outs[0]]));
+    OneInput::run(e);
     rows_.fix(e.in<float>(0), e.out<float>(0));
   }
 
  private:
   SoftmaxRows rows_;
-  Prim prim_;
-  dnnl::memory::desc md_;
-  int threads_ = 1;
 };
 
 // -- data movement ----------------------------------------------------------------------------
 
 // transpose: a oneDNN reorder of the input, read through the strides the permutation gives its
 // axes, into the plain output.
-class Transpose final : public Kernel {
+class Transpose final : public OneInput {
  public:
   explicit Transpose(const Ctx& c) {
     const std::vector<int> axes = transpose_axes(c);
@@ -377,29 +398,11 @@ class Transpose final : public Kernel {
       src_strides[static_cast<std::size_t>(i)] = in_strides[static_cast<std::size_t>(axes[static_cast<std::size_t>(i)])];
     }
     const dt type = onednn::data_type(c.in(0).spec.dtype);
-    src_md_ = dnnl::memory::desc(dims, type, src_strides);
-    dst_md_ = dnnl::memory::desc(dims, type, dst_strides);
-    threads_ = c.threads_for(static_cast<double>(y.elements()), accel_sdk::kSmallElementwise);
-    onednn::ThreadScope threads(threads_);  // (oneDNN partitions the work when the primitive is made)
-    onednn::guard("transpose " + c.n.name, [&] {
-      dnnl::reorder::primitive_desc pd(onednn::engine(), src_md_, onednn::engine(), dst_md_, user_scratchpad());
-      prim_.set<dnnl::reorder>(pd);
+    const dnnl::memory::desc src(dims, type, src_strides), dst(dims, type, dst_strides);
+    set<dnnl::reorder>(c, "transpose", static_cast<double>(y.elements()), src, dst, [&] {
+      return dnnl::reorder::primitive_desc(onednn::engine(), src, onednn::engine(), dst, user_scratchpad());
     });
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
-    scratch_bytes = prim_.scratch;
   }
-
-  void run(Exec& e) const override {
-    onednn::ThreadScope threads(threads_);
-    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, src_md_, e.ptr[ins[0]]),
-               onednn::thread_memory(onednn::kDstMemory, dst_md_, e.ptr[outs[0]]));
-  }
-
- private:
-  Prim prim_;
-  dnnl::memory::desc src_md_, dst_md_;
-  int threads_ = 1;
 };
 
 class Reshape final : public Kernel {

@@ -404,72 +404,77 @@ std::unique_ptr<Kernel> binary_kernel(const Ctx& c, const std::string& op) {
   });
 }
 
-// ReLU / bounded ReLU: NEActivationLayer, then NaN put back where the input had it (ACL's
-// ReLU makes 0 of NaN; the reference, as ONNX, keeps it).
-class ActivationF32 final : public Kernel {
+// One float32 function of ACL from the node's one input to its output, then a repair of the
+// output that reads the input: what ACL leaves unlike the reference.
+template <class Fn>
+class Repaired : public Kernel {
  public:
-  explicit ActivationF32(const Ctx& c) {
-    const Activation a = Activation::node(c);
-    x_.init(c.in(0));
-    y_.init(c.out(0));
-    check(c, acl::NEActivationLayer::validate(x_.t.info(), y_.t.info(), act_info(a)), "NEActivationLayer");
-    fn_.configure(&x_.t, &y_.t, act_info(a));
-    x_.settle();
-    y_.settle();
-    n_ = c.out(0).spec.shape.elements();
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
-  }
-
   void run(Exec& e) const override {
-    auto& self = const_cast<ActivationF32&>(*this);
+    auto& self = const_cast<Repaired&>(*this);
     const float* x = e.in<float>(0);
     float* y = e.out<float>(0);
     self.x_.in(x);
     self.y_.out(y);
     self.fn_.run();
     self.y_.done(y);
+    repair(x, y);
+  }
+
+ protected:
+  // configure(x, y, fn) validates and configures fn on the two tensors
+  template <class Configure>
+  void set(const Ctx& c, const Configure& configure) {
+    x_.init(c.in(0));
+    y_.init(c.out(0));
+    configure(x_.t, y_.t, fn_);
+    x_.settle();
+    y_.settle();
+    ins = {c.n.inputs[0]};
+    outs = {c.n.outputs[0]};
+  }
+  virtual void repair(const float* x, float* y) const = 0;
+
+ private:
+  Buf x_, y_;
+  Fn fn_;
+};
+
+// ReLU / bounded ReLU: NEActivationLayer, then NaN put back where the input had it (ACL's
+// ReLU makes 0 of NaN; the reference, as ONNX, keeps it).
+class ActivationF32 final : public Repaired<acl::NEActivationLayer> {
+ public:
+  explicit ActivationF32(const Ctx& c) {
+    const Activation a = Activation::node(c);
+    set(c, [&](acl::Tensor& x, acl::Tensor& y, acl::NEActivationLayer& fn) {
+      check(c, acl::NEActivationLayer::validate(x.info(), y.info(), act_info(a)), "NEActivationLayer");
+      fn.configure(&x, &y, act_info(a));
+    });
+    n_ = c.out(0).spec.shape.elements();
+  }
+
+ private:
+  void repair(const float* x, float* y) const override {
     for (std::size_t i = 0; i < n_; ++i) {
       if (std::isnan(x[i])) y[i] = x[i];
     }
   }
-
- private:
-  Buf x_, y_;
-  acl::NEActivationLayer fn_;
   std::size_t n_ = 0;
 };
 
 // softmax along the last axis: NESoftmaxLayer (beta 1, axis 0: ACL's innermost dimension), then
 // the rows the reference makes NaN (SoftmaxRows).
-class SoftmaxF32 final : public Kernel {
+class SoftmaxF32 final : public Repaired<acl::NESoftmaxLayer> {
  public:
   explicit SoftmaxF32(const Ctx& c) : rows_(SoftmaxRows::read(c)) {
-    x_.init(c.in(0));
-    y_.init(c.out(0));
-    check(c, acl::NESoftmaxLayer::validate(x_.t.info(), y_.t.info(), 1.f, 0), "NESoftmaxLayer");
-    fn_.configure(&x_.t, &y_.t, 1.f, 0);
-    x_.settle();
-    y_.settle();
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
-  }
-
-  void run(Exec& e) const override {
-    auto& self = const_cast<SoftmaxF32&>(*this);
-    const float* x = e.in<float>(0);
-    float* y = e.out<float>(0);
-    self.x_.in(x);
-    self.y_.out(y);
-    self.fn_.run();
-    self.y_.done(y);
-    rows_.fix(x, y);
+    set(c, [&](acl::Tensor& x, acl::Tensor& y, acl::NESoftmaxLayer& fn) {
+      check(c, acl::NESoftmaxLayer::validate(x.info(), y.info(), 1.f, 0), "NESoftmaxLayer");
+      fn.configure(&x, &y, 1.f, 0);
+    });
   }
 
  private:
+  void repair(const float* x, float* y) const override { rows_.fix(x, y); }
   SoftmaxRows rows_;
-  Buf x_, y_;
-  acl::NESoftmaxLayer fn_;
 };
 
 std::unique_ptr<Kernel> reshape_kernel(const Ctx& c) {
