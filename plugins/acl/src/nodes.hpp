@@ -364,6 +364,28 @@ class PoolInt final : public accel_sdk::Kernel<Call> {
   bool per_channel_ = false, affine_ = false;
 };
 
+// The per-tensor scale and zero point of a quantize (`quantize`: its output is the 8-bit side) or a
+// dequantize (its input is), one tensor in and one out of one shape.
+struct ByteQuant {
+  float scale = 1.f;
+  std::int32_t zero_point = 0;
+  bool u8 = true;  // the 8-bit side is uint8 (else int8)
+
+  static ByteQuant read(const Ctx& c, bool quantize) {
+    c.arity(1, 1, 1);
+    if (c.in(0).spec.shape != c.out(0).spec.shape) c.fail("input and output must have one shape");
+    const std::string what = quantize ? "quantize output" : "dequantize input";
+    const std::int32_t dtype = (quantize ? c.out(0) : c.in(0)).spec.dtype;
+    if (dtype != ACCEL_UINT8 && dtype != ACCEL_INT8) c.fail(what + " must be uint8 or int8");
+    ByteQuant q;
+    q.scale = static_cast<float>(c.n.attrs.number("scale"));
+    if (!(q.scale > 0.f && std::isfinite(q.scale))) c.fail(std::string(quantize ? "quantize" : "dequantize") + " scale must be finite and > 0");
+    q.u8 = dtype == ACCEL_UINT8;
+    q.zero_point = static_cast<std::int32_t>(c.integer("zero_point", q.u8 ? 0 : -128, q.u8 ? 255 : 127));
+    return q;
+  }
+};
+
 // qnn.dequantize of uint8 / int8 data quantized per tensor: float32(q - z) * s, accel.quant's
 // definition bit for bit (accel_sdk::quant::dequantize), on every CPU.
 template <class Call>
@@ -371,18 +393,9 @@ class DequantizeOp final : public accel_sdk::Kernel<Call> {
   using Exec = accel_sdk::KernelExec<Call>;
 
  public:
-  explicit DequantizeOp(const Ctx& c) {
-    c.arity(1, 1, 1);
-    const auto& x = c.in(0).spec;
-    if (x.shape != c.out(0).spec.shape) c.fail("input and output must have one shape");
-    if (x.dtype != ACCEL_UINT8 && x.dtype != ACCEL_INT8) c.fail("dequantize input must be uint8 or int8");
+  explicit DequantizeOp(const Ctx& c) : q_(ByteQuant::read(c, false)) {
     c.dtype(c.out(0), ACCEL_FLOAT32, "output");
-    scale_ = static_cast<float>(c.n.attrs.number("scale"));
-    if (!(scale_ > 0.f && std::isfinite(scale_))) c.fail("dequantize scale must be finite and > 0");
-    const bool u8 = x.dtype == ACCEL_UINT8;
-    zero_point_ = static_cast<std::int32_t>(c.integer("zero_point", u8 ? 0 : -128, u8 ? 255 : 127));
-    n_ = x.shape.elements();
-    u8_ = u8;
+    n_ = c.in(0).spec.shape.elements();
     this->ins = {c.n.inputs[0]};
     this->outs = {c.n.outputs[0]};
   }
@@ -390,18 +403,16 @@ class DequantizeOp final : public accel_sdk::Kernel<Call> {
   void run(Exec& e) const override {
     float* y = static_cast<float*>(e.ptr[this->outs[0]]);
     const void* x = e.ptr[this->ins[0]];
-    if (u8_) {
-      quant::dequantize(static_cast<const std::uint8_t*>(x), y, n_, scale_, zero_point_);
+    if (q_.u8) {
+      quant::dequantize(static_cast<const std::uint8_t*>(x), y, n_, q_.scale, q_.zero_point);
     } else {
-      quant::dequantize(static_cast<const std::int8_t*>(x), y, n_, scale_, zero_point_);
+      quant::dequantize(static_cast<const std::int8_t*>(x), y, n_, q_.scale, q_.zero_point);
     }
   }
 
  private:
-  float scale_ = 1.f;
-  std::int32_t zero_point_ = 0;
+  ByteQuant q_;
   std::size_t n_ = 0;
-  bool u8_ = true;
 };
 
 // qnn.quantize of float32 data to uint8 / int8 per tensor: accel.quant's definition bit for bit
@@ -413,16 +424,11 @@ class QuantizeOp final : public accel_sdk::Kernel<Call> {
 
  public:
   explicit QuantizeOp(const Ctx& c) {
-    c.arity(1, 1, 1);
-    const auto& y = c.out(0).spec;
-    if (c.in(0).spec.shape != y.shape) c.fail("input and output must have one shape");
+    const ByteQuant b = ByteQuant::read(c, true);
     c.dtype(c.in(0), ACCEL_FLOAT32, "input");
-    if (y.dtype != ACCEL_UINT8 && y.dtype != ACCEL_INT8) c.fail("quantize output must be uint8 or int8");
-    const float scale = static_cast<float>(c.n.attrs.number("scale"));
-    if (!(scale > 0.f && std::isfinite(scale))) c.fail("quantize scale must be finite and > 0");
-    const std::int64_t lo = y.dtype == ACCEL_UINT8 ? 0 : -128, hi = lo + 255;
-    q_ = quant::Quantizer(scale, c.integer("zero_point", lo, hi), lo, hi);
-    n_ = y.shape.elements();
+    const std::int64_t lo = b.u8 ? 0 : -128;
+    q_ = quant::Quantizer(b.scale, b.zero_point, lo, lo + 255);
+    n_ = c.out(0).spec.shape.elements();
     shares_ = static_cast<std::size_t>(c.threads_for(static_cast<double>(n_), accel_sdk::kSmallLookup));
     this->ins = {c.n.inputs[0]};
     this->outs = {c.n.outputs[0]};

@@ -256,11 +256,52 @@ class PoolOneDnn final : public Kernel {
 
 // -- float32 elementwise ----------------------------------------------------------------
 
+// A memory-bound oneDNN primitive (binary, softmax, transpose): on one thread below
+// kSmallElementwise elements, and made under the thread count it runs with (oneDNN partitions
+// the work when the primitive is made). make() returns the primitive descriptor of P.
+class Elementwise : public Kernel {
+ protected:
+  template <class P, class Make>
+  void set(const Ctx& c, const char* what, double elements, const Make& make) {
+    threads_ = c.threads_for(elements, accel_sdk::kSmallElementwise);
+    onednn::ThreadScope threads(threads_);
+    onednn::guard(std::string(what) + " " + c.n.name, [&] { prim_.set<P>(make()); });
+    outs = {c.n.outputs[0]};
+    scratch_bytes = prim_.scratch;
+  }
+
+  Prim prim_;
+  int threads_ = 1;
+};
+
+// An Elementwise primitive from the node's one input to its output: softmax, transpose.
+class OneInput : public Elementwise {
+ public:
+  void run(Exec& e) const override {
+    onednn::ThreadScope threads(threads_);
+    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, src_md_, e.ptr[ins[0]]),
+               onednn::thread_memory(onednn::kDstMemory, dst_md_, e.ptr[outs[0]]));
+  }
+
+ protected:
+  template <class P, class Make>
+  void set(const Ctx& c, const char* what, double elements, const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+           const Make& make) {
+    src_md_ = src;
+    dst_md_ = dst;
+    ins = {c.n.inputs[0]};
+    Elementwise::set<P>(c, what, elements, make);
+  }
+
+ private:
+  dnnl::memory::desc src_md_, dst_md_;
+};
+
 // add, multiply, maximum of float32 tensors of one shape; add and multiply also by a constant that
 // varies along the last (channel) axis only, broadcast over the rest (a per-channel scale or shift:
 // a batch norm left after a concatenation). The full-shaped operand is input 0 (the serializer orders
 // them; the ops commute).
-class BinaryF32 final : public Kernel {
+class BinaryF32 final : public Elementwise {
  public:
   BinaryF32(const Ctx& c, dnnl::algorithm alg) {
     const Shape& s = c.out(0).spec.shape;
@@ -273,15 +314,10 @@ class BinaryF32 final : public Kernel {
       md_ = dnnl::memory::desc({rows, C}, dt::f32, tag::ab);
       md1_ = dnnl::memory::desc({1, C}, dt::f32, tag::ab);
     }
-    threads_ = c.threads_for(static_cast<double>(s.elements()), accel_sdk::kSmallElementwise);
-    onednn::ThreadScope threads(threads_);  // (oneDNN partitions the work when the primitive is made)
-    onednn::guard("binary " + c.n.name, [&] {
-      dnnl::binary::primitive_desc pd(onednn::engine(), alg, md_, md1_, md_, user_scratchpad());
-      prim_.set<dnnl::binary>(pd);
-    });
     ins = {c.n.inputs[0], c.n.inputs[1]};
-    outs = {c.n.outputs[0]};
-    scratch_bytes = prim_.scratch;
+    set<dnnl::binary>(c, "binary", static_cast<double>(s.elements()), [&] {
+      return dnnl::binary::primitive_desc(onednn::engine(), alg, md_, md1_, md_, user_scratchpad());
+    });
   }
 
   void run(Exec& e) const override {
@@ -292,9 +328,7 @@ class BinaryF32 final : public Kernel {
   }
 
  private:
-  Prim prim_;
   dnnl::memory::desc md_, md1_;
-  int threads_ = 1;
 };
 
 class ActivationF32 final : public Kernel {
@@ -318,38 +352,6 @@ class ActivationF32 final : public Kernel {
   std::int64_t act_ = 1;
   float hi_ = 0.f;
   std::size_t n_ = 0;
-};
-
-// A oneDNN primitive from the node's one input to its output, made and run on the thread count
-// its work gets (one below kSmallElementwise elements): softmax, transpose.
-class OneInput : public Kernel {
- public:
-  void run(Exec& e) const override {
-    onednn::ThreadScope threads(threads_);
-    prim_.exec(e, onednn::thread_memory(onednn::kSrcMemory, src_md_, e.ptr[ins[0]]),
-               onednn::thread_memory(onednn::kDstMemory, dst_md_, e.ptr[outs[0]]));
-  }
-
- protected:
-  // make() returns the primitive descriptor of P for (src, dst); oneDNN partitions the work when
-  // the primitive is made, so it is made under the thread count it runs with.
-  template <class P, class Make>
-  void set(const Ctx& c, const char* what, double elements, const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
-           const Make& make) {
-    src_md_ = src;
-    dst_md_ = dst;
-    threads_ = c.threads_for(elements, accel_sdk::kSmallElementwise);
-    onednn::ThreadScope threads(threads_);
-    onednn::guard(std::string(what) + " " + c.n.name, [&] { prim_.set<P>(make()); });
-    ins = {c.n.inputs[0]};
-    outs = {c.n.outputs[0]};
-    scratch_bytes = prim_.scratch;
-  }
-
- private:
-  Prim prim_;
-  dnnl::memory::desc src_md_, dst_md_;
-  int threads_ = 1;
 };
 
 // softmax along the last axis: oneDNN's accurate softmax over rows of the last dimension, then

@@ -253,6 +253,22 @@ def refusals() -> list[Refusal]:
             "dtype='float16', dtype must be float32",
         )
     )
+    b = GraphBuilder(x=shape7)
+    out.append(
+        Refusal(
+            "quantize of a rank-7 tensor",
+            b.done(b.op("qnn.quantize", b.x["x"], scale=0.01, zero_point=0)),
+            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
+    b = GraphBuilder(x=cases.qtype(shape7, "uint8", 0.01, 3))
+    out.append(
+        Refusal(
+            "dequantize of a rank-7 tensor",
+            b.done(b.op("qnn.dequantize", b.x["x"])),
+            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+        )
+    )
     b = GraphBuilder(x=cases.qtype((2, 3), "int32", 0.01, 0))
     out.append(
         Refusal(

@@ -118,6 +118,7 @@ class _LayoutConverter:
         self.conv_attrs: dict[tuple[int, str], Mapping[str, Any]] = {}
         self.nodes = list(graph.nodes)  # (the graph's own, as they were before the sweep)
         self.readers: dict[Value, list[Node]] | None = None  # made when first asked
+        self.wants: dict[tuple[Value, int], Perm | None] = {}  # wanted()'s answers
         self.outputs = set(graph.outputs)
 
     # -- representations -------------------------------------------------------------------
@@ -332,6 +333,12 @@ class _LayoutConverter:
         the identity: a convolution's or a spatial op's data input, or an elementwise op of one
         non-constant input whose own readers agree (a few such ops deep); None otherwise (a graph
         output, any other reader)."""
+        key = (v, depth)
+        if key not in self.wants:
+            self.wants[key] = self._wanted(v, depth)
+        return self.wants[key]
+
+    def _wanted(self, v: Value, depth: int) -> Perm | None:
         if v in self.outputs:
             return None
         if self.readers is None:

@@ -4,7 +4,8 @@ NHWC, any batch, float32 and uint8/int8, as composites (``acl.conv2d``,
 ``acl.qnn_conv2d``, ``acl.dense``, ``acl.qnn_dense``, ``acl.avg_pool2d``,
 ``acl.l2_pool2d``: :data:`PATTERNS`) and single ops (pools, ``reshape``,
 ``add``, ``maximum``, ``qnn.add``, ``concatenate``, ``qnn.requantize``,
-``qnn.quantize``, ``qnn.dequantize``, ``nn.softmax``, ``transpose``, ReLU and bounded ReLU: :data:`OP_CHECKS`). docs/backends/acl.md lists every reason.
+``qnn.quantize``, ``qnn.dequantize``, ``nn.softmax``, ``transpose``, ReLU and
+bounded ReLU: :data:`OP_CHECKS`). docs/backends/acl.md lists every reason.
 Reasons are written with :mod:`accel_sdk.reasons`, in the form accel reports them
 for every backend (``groups=2, groups must = 1 ...``).
 """
@@ -378,12 +379,12 @@ def check_requantize(node: Node) -> str | None:
 
 
 def check_dequantize(node: Node) -> str | None:
-    """uint8 or int8 quantized per tensor, to float32 (NEDequantizationLayer); rank <= 6."""
+    """uint8 or int8 quantized per tensor, to float32 (accel-sdk's dequantize, the definition); rank <= 6."""
     return _quant_data(node.inputs[0], "data") or _acl_rank(node)
 
 
 def check_quantize(node: Node) -> str | None:
-    """float32 to uint8 or int8 quantized per tensor; rank <= 6."""
+    """float32 to uint8 or int8 quantized per tensor (accel-sdk's Quantizer, the definition); rank <= 6."""
     return dtype_of(node.inputs, FLOAT) or _quant_data(node.outputs[0], "output") or _acl_rank(node)
 
 
