@@ -63,7 +63,7 @@ GRID = [
 ]
 
 
-@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw", "nhwc_bands"])
 @pytest.mark.parametrize("weight_layout", ["oihw", "ohwi", "hwio"])
 def test_float_conv_grid(layout, weight_layout):
     p = probe()
@@ -74,7 +74,7 @@ def test_float_conv_grid(layout, weight_layout):
         bias = rng.standard_normal(g["oc"]).astype(np.float32) if ops else None
         want = activate(reference_conv(g, x, w, bias), ops)
         wl = {"ohwi": w, "oihw": w.transpose(0, 3, 1, 2), "hwio": w.transpose(1, 2, 3, 0)}[weight_layout]
-        xin = x if layout == "nhwc" else x.transpose(0, 3, 1, 2)
+        xin = x if layout != "nchw" else x.transpose(0, 3, 1, 2)
         got, impl, _reorder_in, _reorder_out = p.float_conv(
             g, np.ascontiguousarray(xin), np.ascontiguousarray(wl), bias, ops, layout, weight_layout, 2, 1
         )
@@ -82,6 +82,32 @@ def test_float_conv_grid(layout, weight_layout):
             got = got.transpose(0, 2, 3, 1)
         close(got, want)
         assert impl
+        assert ("(bands)" in impl) == (layout == "nhwc_bands")
+
+
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_float_conv_bands_of_every_geometry(threads):
+    """Bands of output rows, one a thread: first and last bands padded (top, bottom, both,
+    neither), strides and dilations reaching across band edges, heights that leave a short
+    last band, batches sharing the threads, one output row per image (and in all)."""
+    p = probe()
+    rng = np.random.default_rng(threads)
+    for g in (
+        geometry(7, 9, 8, 16, p=1),
+        geometry(11, 6, 8, 8, k=5, pads=(2, 0, 1, 2), s=2),
+        geometry(13, 10, 16, 8, p=2, d=2),
+        geometry(9, 9, 24, 24, groups=24, s=2, p=1),
+        geometry(5, 5, 8, 8, k=5),
+        geometry(6, 8, 8, 12, p=1, batch=3),
+        geometry(3, 4, 8, 8, k=3, batch=2),
+    ):
+        x = rng.standard_normal((g["batch"], g["h"], g["w"], g["c"])).astype(np.float32)
+        w = (rng.standard_normal((g["oc"], g["kh"], g["kw"], g["c"] // g["groups"])) * 0.2).astype(np.float32)
+        bias = rng.standard_normal(g["oc"]).astype(np.float32)
+        ops = [("clip", 0, 6)]
+        got, impl, _, _ = p.float_conv(g, x, w, bias, ops, "nhwc_bands", "ohwi", threads, 3)
+        close(got, activate(reference_conv(g, x, w, bias), ops))
+        assert ("(bands)" in impl) == (g["batch"] * out_size(g)[0] >= 2)  # one output row in all: no bands
 
 
 def test_float_conv_picks_its_own_format_and_reorders_planar_data():
@@ -138,7 +164,7 @@ def test_chained_convolutions_keep_their_own_format(layout):
     w2 = (rng.standard_normal((24, 32, 3, 3)) * 0.2).astype(np.float32)
     mid = np.maximum(reference_conv(g1, x, w1.transpose(0, 2, 3, 1), None), 0)
     want = reference_conv(g2, mid, w2.transpose(0, 2, 3, 1), None)
-    xin = x if layout == "nhwc" else x.transpose(0, 3, 1, 2)
+    xin = x if layout != "nchw" else x.transpose(0, 3, 1, 2)
     got = p.float_conv_chain(g1, g2, np.ascontiguousarray(xin), w1, w2, layout)
     close(got if layout == "nhwc" else got.transpose(0, 2, 3, 1), want)
 
@@ -205,7 +231,7 @@ def same_nans_as_unfused(got, pre, ops):
 @pytest.mark.parametrize(
     "ops", ACTIVATIONS, ids=lambda ops: ops[0][0] + (str(ops[0][1]) if ops[0][0] == "clip" else "")
 )
-@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw", "nhwc_bands"])
 def test_float_conv_keeps_nan_through_its_activations(ops, layout):
     """NaN, ±Inf and values whose sums overflow in the input (and zero weights, so Inf x 0 makes
     NaN): NaN comes out exactly where the convolution without activations gives NaN."""
@@ -217,7 +243,7 @@ def test_float_conv_keeps_nan_through_its_activations(ops, layout):
         b = rng.standard_normal(g["oc"]).astype(np.float32)
         for huge in (False, True):
             x = with_edges(rng.standard_normal((g["batch"], g["h"], g["w"], g["c"])).astype(np.float32), rng, huge)
-            xin = np.ascontiguousarray(x if layout == "nhwc" else x.transpose(0, 3, 1, 2))
+            xin = np.ascontiguousarray(x if layout != "nchw" else x.transpose(0, 3, 1, 2))
             got = p.float_conv(g, xin, w, b, ops, layout, "ohwi", 2, 1)[0]
             pre = p.float_conv(g, xin, w, b, [], layout, "ohwi", 2, 1)[0]
             assert np.isnan(pre).any()

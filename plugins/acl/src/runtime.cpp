@@ -168,10 +168,12 @@ class ConvF32 final : public Layer<onednn::FloatConv> {
     spec.bias = bias(c, w.spec.shape[0]);
     if (a.act == 1) spec.post_ops = {onednn::PostOp::relu()};
     if (a.act == 2) spec.post_ops = {onednn::PostOp::clip(0.f, a.hi)};
+    spec.bands = true;  // on several threads: bands on accel_sdk's pool
     // NHWC in and out: the tensors of the partition, no reorders
     const auto src_md = nhwc_desc(x.spec.shape, dt::f32), dst_md = nhwc_desc(y.spec.shape, dt::f32);
     const double macs = static_cast<double>(y.spec.shape.elements()) * static_cast<double>(w.spec.shape.elements() / w.spec.shape[0]);
-    set(c, [&] { return onednn::FloatConv(spec, c.threads_for(macs), &src_md, &dst_md); });
+    // bands pay from kSmallBandedLayer (the pool's workers stay awake from layer to layer)
+    set(c, [&] { return onednn::FloatConv(spec, c.threads_for(macs, accel_sdk::kSmallBandedLayer), &src_md, &dst_md); });
     conv_ = &op();
     clip_out_ = a.act == 2;  // outputs in [0, hi]
     // A bounded ReLU convolution of this partition writes the input: when its own check found

@@ -228,7 +228,8 @@ std::vector<onednn::PostOp> post_ops(const std::vector<std::tuple<std::string, f
   return out;
 }
 
-// x in `layout` (nhwc/nchw), w in weight layout; returns (out in `layout`, impl, reorders at entry/exit)
+// x in `layout` (nhwc/nchw, or nhwc_bands: NHWC formats and spec.bands), w in weight layout;
+// returns (out in `layout`, impl, reorders at entry/exit)
 py::tuple float_conv(const py::dict& g, const py::array_t<float, py::array::c_style>& x,
                      const py::array_t<float, py::array::c_style>& w, const std::optional<py::array_t<float>>& bias,
                      const std::vector<std::tuple<std::string, float, float>>& ops, const std::string& layout,
@@ -244,7 +245,15 @@ py::tuple float_conv(const py::dict& g, const py::array_t<float, py::array::c_st
   spec.bias = bias ? bias->data() : nullptr;
   spec.post_ops = post_ops(ops);
   spec.layout = layout == "nchw" ? onednn::Layout::nchw : onednn::Layout::nhwc;
-  onednn::FloatConv conv(spec, threads);
+  spec.bands = layout == "nhwc_bands";
+  const dnnl::memory::desc src_md({geo.batch, geo.in_channels, geo.in_h, geo.in_w}, dnnl::memory::data_type::f32,
+                                  dnnl::memory::format_tag::nhwc);
+  const dnnl::memory::desc dst_md({geo.batch, geo.out_channels, geo.out_h(), geo.out_w()},
+                                  dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+  onednn::FloatConv conv = spec.bands ? onednn::FloatConv(spec, threads, &src_md, &dst_md) : onednn::FloatConv(spec, threads);
+  if (spec.bands && conv.banded() != (threads > 1 && geo.batch * geo.out_h() >= 2)) {
+    throw std::runtime_error("FloatConv: bands not taken as spec.bands asks");
+  }
   if (static_cast<std::size_t>(x.size()) != static_cast<std::size_t>(geo.batch * geo.in_h * geo.in_w * geo.in_channels)) {
     throw std::invalid_argument("data size");
   }

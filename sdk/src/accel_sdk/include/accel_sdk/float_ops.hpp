@@ -44,6 +44,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -308,6 +309,9 @@ struct FloatConvSpec {
   const float* bias = nullptr;  // out_channels floats, or none
   std::vector<PostOp> post_ops;
   Layout layout = Layout::nhwc;  // of run()'s buffers
+  // On several threads, run as bands of output rows on accel_sdk's pool (see FloatConv),
+  // when the primitive's tensors are NHWC (src_format and dst_format NHWC).
+  bool bands = false;
 };
 
 class FloatConv {
@@ -343,12 +347,6 @@ class FloatConv {
             engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, w, b_md, dst,
             {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {win.pt, win.pl}, {win.pb, win.pr}, detail::post_op_attr(ops));
       };
-      const dnnl::convolution_forward::primitive_desc pd = make(src_any, w_any, dst_any, spec.post_ops);
-      prim_ = dnnl::convolution_forward(pd);
-      impl_ = pd.impl_info_str();
-      scratch_ = pd.scratchpad_desc();
-      src_ = pd.src_desc();
-      dst_ = pd.dst_desc();
       // weights: the caller's layout -> goihw/oihw -> the primitive's format, once
       std::vector<float> plain(s_.weight_count());
       for (std::int64_t o = 0; o < s_.out_channels; ++o) {
@@ -362,18 +360,78 @@ class FloatConv {
         }
       }
       const dnnl::memory user_w({w_dims, dt::f32, G > 1 ? tag::goihw : tag::oihw}, engine(), plain.data());
-      weights_ = dnnl::memory(pd.weights_desc(), engine());
-      dnnl::stream stream(engine());
-      dnnl::reorder(user_w, weights_).execute(stream, const_cast<dnnl::memory&>(user_w), weights_);
+      // the weights in a primitive's format, reordered once per format
+      auto weights_for = [&](const dnnl::memory::desc& md) {
+        for (const Band& o : bands_) {
+          if (o.weights.get_desc() == md) return o.weights;
+        }
+        dnnl::memory w(md, engine());
+        dnnl::stream stream(engine());
+        dnnl::reorder(user_w, w).execute(stream, const_cast<dnnl::memory&>(user_w), w);
+        stream.wait();
+        return w;
+      };
       if (spec.bias) {
         bias_ = dnnl::memory(b_md, engine());
         std::copy(spec.bias, spec.bias + s_.out_channels, static_cast<float*>(bias_.get_data_handle()));
       }
-      stream.wait();
       has_bias_ = spec.bias != nullptr;
+      const float limit = spec.post_ops.empty()
+                              ? -1.0f
+                              : detail::nan_free_limit(plain.data(), static_cast<std::size_t>(s_.out_channels),
+                                                       static_cast<std::size_t>(ICg * KH * KW), spec.bias);
+      const dnnl::memory::desc nhwc_src(src_dims, dt::f32, tag::nhwc), nhwc_dst(dst_dims, dt::f32, tag::nhwc);
+      const std::int64_t OH = s_.out_h();
+      if (spec.bands && threads_ > 1 && s_.batch * OH >= 2 && src_any == nhwc_src && dst_any == nhwc_dst) {
+        // bands: single-thread primitives of about OH / (threads / batch) output rows, one
+        // per distinct geometry (the first and last bands pad, the middle ones do not)
+        const std::int64_t per_image = std::min<std::int64_t>(OH, (threads_ + s_.batch - 1) / s_.batch);
+        band_rows_ = (OH + per_image - 1) / per_image;
+        ThreadScope one(1);
+        for (std::int64_t r0 = 0; r0 < OH; r0 += band_rows_) {
+          const ConvShape::Band g = s_.band(r0, std::min(OH, r0 + band_rows_));
+          std::size_t same = 0;
+          while (same < bands_.size() && !(bands_[same].rows.in_rows == g.in_rows &&
+                                           bands_[same].rows.out_rows == g.out_rows &&
+                                           bands_[same].rows.pad_t == g.pad_t && bands_[same].rows.pad_b == g.pad_b)) {
+            ++same;
+          }
+          band_of_.push_back(same);
+          if (same < bands_.size()) continue;
+          Band b;
+          b.rows = g;
+          b.src = dnnl::memory::desc({1, s_.in_channels, g.in_rows, s_.in_w}, dt::f32, tag::nhwc);
+          b.dst = dnnl::memory::desc({1, s_.out_channels, g.out_rows, s_.out_w()}, dt::f32, tag::nhwc);
+          auto make_band = [&](const dnnl::memory::desc& w, const std::vector<PostOp>& ops) {
+            return dnnl::convolution_forward::primitive_desc(
+                engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src, w, b_md,
+                b.dst, {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {g.pad_t, win.pl}, {g.pad_b, win.pr},
+                detail::post_op_attr(ops));
+          };
+          const auto pd = make_band(w_any, spec.post_ops);
+          b.prim = dnnl::convolution_forward(pd);
+          b.scratch = pd.scratchpad_desc();
+          b.weights = weights_for(pd.weights_desc());
+          if (!spec.post_ops.empty()) {
+            b.unfused.build<dnnl::convolution_forward, dnnl::convolution_forward::primitive_desc>(
+                [&](const dnnl::memory::desc& w) { return make_band(w, {}); }, b.weights, w_any, limit,
+                spec.post_ops);
+          }
+          if (bands_.empty()) impl_ = std::string(pd.impl_info_str()) + " (bands)";
+          bands_.push_back(std::move(b));
+        }
+        src_ = nhwc_src;
+        dst_ = nhwc_dst;
+        return;
+      }
+      const dnnl::convolution_forward::primitive_desc pd = make(src_any, w_any, dst_any, spec.post_ops);
+      prim_ = dnnl::convolution_forward(pd);
+      impl_ = pd.impl_info_str();
+      scratch_ = pd.scratchpad_desc();
+      src_ = pd.src_desc();
+      dst_ = pd.dst_desc();
+      weights_ = weights_for(pd.weights_desc());
       if (!spec.post_ops.empty()) {
-        const float limit = detail::nan_free_limit(plain.data(), static_cast<std::size_t>(s_.out_channels),
-                                                   static_cast<std::size_t>(ICg * KH * KW), spec.bias);
         unfused_.build<dnnl::convolution_forward, dnnl::convolution_forward::primitive_desc>(
             [&](const dnnl::memory::desc& w) { return make(src_, w, dst_, {}); }, weights_, w_any, limit,
             spec.post_ops);
@@ -393,13 +451,22 @@ class FloatConv {
   int threads() const { return threads_; }
   // The input magnitude past which run() checks for NaN with a second pass (-1: every input;
   // no activations: never).
-  float nan_limit() const { return unfused_.on ? unfused_.limit : std::numeric_limits<float>::infinity(); }
+  float nan_limit() const {
+    const detail::Unfused& u = bands_.empty() ? unfused_ : bands_.front().unfused;
+    return u.on ? u.limit : std::numeric_limits<float>::infinity();
+  }
+  // Whether the layer runs as bands (spec.bands on several threads, NHWC tensors).
+  bool banded() const { return !bands_.empty(); }
 
   // src / dst in the primitive's formats (src_desc(), dst_desc()); the caller sets the threads.
   // check = false skips the NaN check (nan_limit()): the caller knows src is finite and at
   // most nan_limit() in magnitude. True when the check found values past the limit (dst was
   // then repaired from the unfused pass, and may hold NaN).
   bool execute(dnnl::stream& stream, const dnnl::memory& src, const dnnl::memory& dst, bool check = true) const {
+    if (banded()) {
+      return execute_bands(static_cast<const float*>(src.get_data_handle()), static_cast<float*>(dst.get_data_handle()),
+                           check);
+    }
     return guard("float convolution", [&] {
       detail::execute_weighted(prim_, scratch_, stream, src, weights_, has_bias_ ? &bias_ : nullptr, dst);
       return unfused_.fix(stream, src, has_bias_ ? &bias_ : nullptr, dst, check);
@@ -407,6 +474,7 @@ class FloatConv {
   }
   // The same on buffers in those formats.
   bool execute(dnnl::stream& stream, const float* src, float* dst, bool check = true) const {
+    if (banded()) return execute_bands(src, dst, check);
     return execute(stream, thread_memory(kSrcMemory, src_, src), thread_memory(kDstMemory, dst_, dst), check);
   }
 
@@ -427,8 +495,54 @@ class FloatConv {
   }
 
  private:
+  // A band's primitive on one thread, its own fused-activation repair, its rows.
+  struct Band {
+    ConvShape::Band rows;
+    dnnl::convolution_forward prim;
+    dnnl::memory::desc src, dst, scratch;
+    dnnl::memory weights;
+    detail::Unfused unfused;
+  };
+
+  // Every band of every image, in contiguous shares, one a thread of accel_sdk's pool (the
+  // caller's included): the caller never waits for a worker that has not started (it takes
+  // that share too), and the pool's workers stay awake from layer to layer of a run, where
+  // an OpenMP team's sleeping member is woken at every layer (tens of microseconds on a
+  // virtual machine). Each band checks its own input rows for the NaN repair.
+  bool execute_bands(const float* src, float* dst, bool check) const {
+    const std::size_t per_image = band_of_.size();
+    const std::size_t tasks = static_cast<std::size_t>(s_.batch) * per_image;
+    const std::size_t in_row = static_cast<std::size_t>(s_.in_w * s_.in_channels);
+    const std::size_t out_row = static_cast<std::size_t>(s_.out_w() * s_.out_channels);
+    std::atomic<bool> repaired{false};
+    auto share = [&](std::size_t t0, std::size_t t1) {
+      ThreadScope one(1);
+      Stream stream;
+      guard("float convolution", [&] {
+        for (std::size_t t = t0; t < t1; ++t) {
+          const std::int64_t n = static_cast<std::int64_t>(t / per_image);
+          const std::int64_t r0 = static_cast<std::int64_t>(t % per_image) * band_rows_;
+          const Band& b = bands_[band_of_[t % per_image]];
+          const std::int64_t first = s_.band(r0, r0 + 1).in_first;  // bands of one geometry share b
+          const dnnl::memory sm =
+              thread_memory(kSrcMemory, b.src, src + static_cast<std::size_t>(n * s_.in_h + first) * in_row);
+          const dnnl::memory dm =
+              thread_memory(kDstMemory, b.dst, dst + static_cast<std::size_t>(n * s_.out_h() + r0) * out_row);
+          detail::execute_weighted(b.prim, b.scratch, stream.get(), sm, b.weights, has_bias_ ? &bias_ : nullptr, dm);
+          if (b.unfused.fix(stream.get(), sm, has_bias_ ? &bias_ : nullptr, dm, check)) repaired = true;
+        }
+        stream.wait();
+      });
+    };
+    accel_sdk::parallel_ranges(tasks, static_cast<std::size_t>(threads_), share, 1);
+    return repaired;
+  }
+
   ConvShape s_;
   int threads_ = 1;
+  std::vector<Band> bands_;
+  std::vector<std::size_t> band_of_;  // band k of an image -> its primitive in bands_
+  std::int64_t band_rows_ = 0;
   dnnl::convolution_forward prim_;
   dnnl::memory weights_, bias_;
   bool has_bias_ = false;

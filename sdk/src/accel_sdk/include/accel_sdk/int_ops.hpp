@@ -230,7 +230,7 @@ class IntConv {
                 std::vector<std::int32_t>& tmp) const {
     const detail::IntBand& b = bands_[band_of_[band]];
     const std::int64_t r0 = static_cast<std::int64_t>(band) * band_rows_;
-    const std::int64_t first_in = std::max<std::int64_t>(0, r0 * s_.window.sh - s_.window.pt);
+    const std::int64_t first_in = s_.band(r0, r0 + 1).in_first;
     const std::uint8_t* src = src_u8 + static_cast<std::size_t>(((n * s_.in_h + first_in) * s_.in_w) * s_.in_channels);
     Stream stream;
     execute(stream, b, src, acc, band_size(band), tmp);
@@ -246,15 +246,12 @@ class IntConv {
   void for_each_band(Fn&& fn) const {
     const std::size_t per_image = band_of_.size();
     const std::size_t tasks = static_cast<std::size_t>(s_.batch) * per_image;
-    const std::size_t shares = std::min<std::size_t>(tasks, static_cast<std::size_t>(std::max(1, threads_)));
-    auto share = [&](std::size_t k) {
+    auto share = [&](std::size_t t0, std::size_t t1) {
       ThreadScope one(1);
       thread_local std::vector<std::int32_t> tmp;  // each thread's own
-      for (std::size_t t = k * tasks / shares; t < (k + 1) * tasks / shares; ++t) {
-        fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
-      }
+      for (std::size_t t = t0; t < t1; ++t) fn(static_cast<std::int64_t>(t / per_image), t % per_image, tmp);
     };
-    accel_sdk::parallel_for(shares, share, shares);
+    accel_sdk::parallel_ranges(tasks, static_cast<std::size_t>(std::max(1, threads_)), share, 1);
   }
 
  private:
@@ -417,14 +414,12 @@ class IntConv {
   void add_band(std::int64_t r0, std::int64_t r1, bool whole, const dnnl::memory::desc& user_md,
                 const detail::PackedWeights& packed) {
     const auto& win = s_.window;
-    const std::int64_t extent = (win.kh - 1) * win.dh + 1;
-    const std::int64_t want_first = r0 * win.sh - win.pt, want_last = (r1 - 1) * win.sh - win.pt + extent - 1;
-    const std::int64_t first = std::max<std::int64_t>(0, want_first), last = std::min(s_.in_h - 1, want_last);
+    const ConvShape::Band rows = s_.band(r0, r1);
     detail::IntBand b;
-    b.in_rows = last - first + 1;
-    b.out_rows = r1 - r0;
-    b.pad_t = first - want_first;
-    b.pad_b = want_last - last;
+    b.in_rows = rows.in_rows;
+    b.out_rows = rows.out_rows;
+    b.pad_t = rows.pad_t;
+    b.pad_b = rows.pad_b;
     for (std::size_t i = 0; i < bands_.size(); ++i) {
       const auto& o = bands_[i];
       if (o.in_rows == b.in_rows && o.out_rows == b.out_rows && o.pad_t == b.pad_t && o.pad_b == b.pad_b) {

@@ -50,6 +50,7 @@
 #include <accel_sdk/thread_pool.hpp>
 #include <accel_sdk/threads.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -368,6 +369,24 @@ struct ConvShape {
   // elements of the weights: out_channels x in_per_group x kh x kw
   std::size_t weight_count() const {
     return static_cast<std::size_t>(out_channels * in_per_group() * window.kh * window.kw);
+  }
+  // Output rows [r0, r1) of one image as a convolution of their own (a band): the input rows
+  // they read (from in_first, in_rows of them) and the padding left at the band's top and
+  // bottom. Bands of a layer run as separate oneDNN calls, on separate threads.
+  struct Band {
+    std::int64_t in_first = 0, in_rows = 0, out_rows = 0, pad_t = 0, pad_b = 0;
+  };
+  Band band(std::int64_t r0, std::int64_t r1) const {
+    const std::int64_t extent = (window.kh - 1) * window.dh + 1;
+    const std::int64_t want_first = r0 * window.sh - window.pt, want_last = (r1 - 1) * window.sh - window.pt + extent - 1;
+    Band b;
+    b.in_first = std::max<std::int64_t>(0, want_first);
+    const std::int64_t last = std::min(in_h - 1, want_last);
+    b.in_rows = last - b.in_first + 1;
+    b.out_rows = r1 - r0;
+    b.pad_t = b.in_first - want_first;
+    b.pad_b = want_last - last;
+    return b;
   }
   // multiply-accumulates of the convolution
   double macs() const {
