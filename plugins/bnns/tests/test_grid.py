@@ -268,23 +268,34 @@ for _ in range(3):
     y = b.op("nn.relu", b.op("nn.bias_add", y, b.const(np.zeros(16, np.float32))))
 y = b.op("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
 (region,) = partition_graph(b.done(y), [BnnsBackend()]).regions
-rt = _runtime.Runtime(BnnsBackend().serialize(region.body), threads=1)
+rt = _runtime.Runtime(BnnsBackend().serialize(region.body), threads=int(sys.argv[1]))
 x = rng.standard_normal((1, 16, 28, 28)).astype(np.float32)
 out = np.empty((1, 16, 14, 14), np.float32)
 rt.run([x], [out])
 print("RUN", flush=True)
 rt.run([x], [out])
+np.save(sys.argv[2], out)
 """
 
 
-def test_a_chain_reorders_only_at_its_entry_and_exit():
-    """Three convolutions and a pool in the formats oneDNN chose: one reorder in, one out (oneDNN's log)."""
+def test_a_chain_reorders_only_at_its_entry_and_exit(tmp_path):
+    """Three convolutions and a pool in the formats oneDNN chose: one reorder in, one out (oneDNN's log).
+    On two threads the chain is NHWC and each convolution two bands, one a thread of accel_sdk's
+    pool: still one reorder in and one out, and the one-thread result."""
     env = {**os.environ, "ONEDNN_VERBOSE": "1"}
-    out = subprocess.run([sys.executable, "-c", CHAIN], env=env, capture_output=True, text=True, check=True).stdout
-    run = out.split("RUN\n", 1)[1].splitlines()
-    kinds = [line.split(",")[3] for line in run if line.startswith("onednn_verbose,") and ",exec," in line]
-    assert kinds.count("convolution") == 3 and kinds.count("pooling") == 1
-    assert kinds.count("reorder") <= 2, kinds
+    results = []
+    for threads, convs in ((1, 3), (2, 6)):
+        saved = tmp_path / f"{threads}.npy"
+        out = subprocess.run(
+            [sys.executable, "-c", CHAIN, str(threads), str(saved)], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        run = out.split("RUN\n", 1)[1].splitlines()
+        kinds = [line.split(",")[3] for line in run if line.startswith("onednn_verbose,") and ",exec," in line]
+        assert kinds.count("convolution") == convs and kinds.count("pooling") == 1
+        assert kinds.count("reorder") <= 2, kinds
+        results.append(np.load(saved))
+    scale = float(np.abs(results[0]).max())
+    assert float(np.abs(results[1] - results[0]).max()) <= 1e-5 * scale
 
 
 def test_values_read_late_survive_the_arena_reuse():
