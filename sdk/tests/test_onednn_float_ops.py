@@ -122,16 +122,22 @@ def test_float_conv_picks_its_own_format_and_reorders_planar_data():
 
 
 @pytest.mark.parametrize("ops", [[], [("relu", 0, 0)], [("gelu_tanh", 0, 0)], [("clip", -0.5, 0.5)]])
-def test_float_dense(ops):
+@pytest.mark.parametrize("bands", [False, True])
+def test_float_dense(ops, bands):
+    """Blocks (bands) on 2 and 3 threads: of output columns for one row of data (none below
+    32 outputs), of rows for several, a short last block."""
     p = probe()
     rng = np.random.default_rng(5)
-    for m, k, n in ((1, 64, 10), (7, 300, 33), (32, 128, 128)):
+    for m, k, n in ((1, 64, 10), (7, 300, 33), (32, 128, 128), (1, 200, 1000), (1, 50, 40), (2, 30, 7)):
         x = rng.standard_normal((m, k)).astype(np.float32)
         w = (rng.standard_normal((n, k)) * 0.1).astype(np.float32)
         bias = rng.standard_normal(n).astype(np.float32)
-        got, _impl = p.float_dense(x, w, bias, ops, 2)
-        close(got, activate(x.astype(np.float64) @ w.T.astype(np.float64) + bias, ops))
-        got, _impl = p.float_dense(x, w, None, ops, 1)
+        for threads in (2, 3):
+            got, impl = p.float_dense(x, w, bias, ops, threads, bands)
+            close(got, activate(x.astype(np.float64) @ w.T.astype(np.float64) + bias, ops))
+            kind = "" if not bands else " (row blocks)" if m > 1 else " (column blocks)" if n >= 32 else ""
+            assert impl.endswith(kind) and ("blocks" in impl) == bool(kind)
+        got, _impl = p.float_dense(x, w, None, ops, 1, bands)
         close(got, activate(x.astype(np.float64) @ w.T.astype(np.float64), ops))
 
 
@@ -277,15 +283,16 @@ def test_float_conv_with_non_finite_weights_checks_every_input():
 def test_float_dense_keeps_nan_through_its_activations(ops):
     p = probe()
     rng = np.random.default_rng(9)
-    for m, k, n in ((1, 64, 10), (7, 300, 33)):
+    for m, k, n in ((1, 64, 10), (7, 300, 33), (1, 64, 96)):
         w = (rng.standard_normal((n, k)) * 0.1).astype(np.float32)
         w[rng.random(w.shape) < 0.2] = 0.0
         b = rng.standard_normal(n).astype(np.float32)
         x = with_edges(rng.standard_normal((m, k)).astype(np.float32), rng, huge=True)
-        got, _impl = p.float_dense(x, w, b, ops, 2)
-        pre, _impl = p.float_dense(x, w, b, [], 2)
-        assert np.isnan(pre).any()
-        same_nans_as_unfused(got, pre, ops)
+        for bands in (False, True):
+            got, _impl = p.float_dense(x, w, b, ops, 2, bands)
+            pre, _impl = p.float_dense(x, w, b, [], 2, bands)
+            assert np.isnan(pre).any()
+            same_nans_as_unfused(got, pre, ops)
 
 
 def reference_max_pool(x_nchw, k, s, pads):

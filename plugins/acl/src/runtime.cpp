@@ -210,7 +210,8 @@ class DenseF32 final : public Layer<onednn::FloatDense> {
     spec.n = N;
     spec.weights = reinterpret_cast<const float*>(w.data);
     spec.bias = bias(c, N);
-    set(c, [&] { return onednn::FloatDense(spec, c.threads_for(static_cast<double>(M) * K * N)); });
+    spec.bands = true;  // on several threads: blocks on accel_sdk's pool
+    set(c, [&] { return onednn::FloatDense(spec, c.threads_for(static_cast<double>(M) * K * N, accel_sdk::kSmallBandedLayer)); });
   }
 };
 

@@ -390,7 +390,8 @@ class Dense final : public BnnsKernel {
     spec.weights = reinterpret_cast<const float*>(w.data);
     spec.bias = bias(c, N);
     spec.post_ops = activation(c);
-    threads_ = c.threads_for(double(M) * N * K);
+    spec.bands = true;  // on several threads: blocks on accel_sdk's pool
+    threads_ = c.threads_for(double(M) * N * K, accel_sdk::kSmallBandedLayer);
     dense_ = layer<onednn::FloatDense>(c, [&] { return onednn::FloatDense(spec, threads_); });
     input(c, f, 0, plain_md(x));
     output(c, f, plain_md(y));

@@ -271,8 +271,9 @@ py::tuple float_conv(const py::dict& g, const py::array_t<float, py::array::c_st
 
 py::tuple float_dense(const py::array_t<float, py::array::c_style>& x, const py::array_t<float, py::array::c_style>& w,
                       const std::optional<py::array_t<float>>& bias,
-                      const std::vector<std::tuple<std::string, float, float>>& ops, int threads) {
+                      const std::vector<std::tuple<std::string, float, float>>& ops, int threads, bool bands) {
   onednn::FloatDenseSpec spec;
+  spec.bands = bands;
   spec.m = x.shape(0);
   spec.k = x.shape(1);
   spec.n = w.shape(0);

@@ -558,14 +558,24 @@ struct FloatDenseSpec {
   const float* weights = nullptr;
   const float* bias = nullptr;  // n floats, or none
   std::vector<PostOp> post_ops;
+  // On several threads, run as blocks on accel_sdk's pool (see FloatDense).
+  bool bands = false;
 };
 
+// Blocks (spec.bands, several threads): one inner product a thread of accel_sdk's pool, the
+// caller's included, as FloatConv's bands: for one row of data (m = 1, the layer reads its
+// weights once and is bound by that) a block of output columns each, with its rows of the
+// weights; for several rows a block of rows each.
 class FloatDense {
  public:
   FloatDense(const FloatDenseSpec& spec, int threads) : threads_(resolve_threads(threads)) {
     if (spec.m < 1 || spec.k < 1 || spec.n < 1) throw Error("float dense: empty shape", dnnl_invalid_arguments);
     if (spec.weights == nullptr) throw Error("float dense: no weights", dnnl_invalid_arguments);
     ThreadScope scope(threads_);
+    if (spec.bands && threads_ > 1 && (spec.m > 1 || spec.n >= 32)) {
+      guard("float dense create", [&] { make_blocks(spec); });
+      return;
+    }
     guard("float dense create", [&] {
       using dt = dnnl::memory::data_type;
       using tag = dnnl::memory::format_tag;
@@ -602,10 +612,19 @@ class FloatDense {
 
   std::string impl() const { return impl_; }
   int threads() const { return threads_; }
-  float nan_limit() const { return unfused_.on ? unfused_.limit : std::numeric_limits<float>::infinity(); }
+  float nan_limit() const {
+    const detail::Unfused& u = blocks_.empty() ? unfused_ : blocks_.front().unfused;
+    return u.on ? u.limit : std::numeric_limits<float>::infinity();
+  }
+  // Whether the layer runs as blocks (spec.bands on several threads).
+  bool banded() const { return !blocks_.empty(); }
 
   // src: m x k, dst: m x n, row-major; the caller sets the threads.
   void execute(dnnl::stream& stream, const float* src, float* dst) const {
+    if (banded()) {
+      execute_blocks(src, dst);
+      return;
+    }
     guard("float dense", [&] {
       const dnnl::memory s = thread_memory(kSrcMemory, src_, src), d = thread_memory(kDstMemory, dst_, dst);
       detail::execute_weighted(prim_, scratch_, stream, s, weights_, has_bias_ ? &bias_ : nullptr, d);
@@ -622,7 +641,95 @@ class FloatDense {
   }
 
  private:
+  // One block: rows [row0, row0 + rows) of the data and the output, or its columns [col0, col0 + cols).
+  struct Block {
+    std::int64_t row0 = 0, col0 = 0;
+    dnnl::inner_product_forward prim;
+    dnnl::memory::desc src, dst, scratch;
+    dnnl::memory weights, bias;
+    detail::Unfused unfused;
+  };
+
+  void make_blocks(const FloatDenseSpec& spec) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    ThreadScope one(1);
+    const bool by_rows = spec.m > 1;
+    const std::int64_t extent = by_rows ? spec.m : spec.n;
+    const std::int64_t parts = std::min<std::int64_t>(threads_, by_rows ? extent : extent / 16);
+    const float limit = spec.post_ops.empty() ? -1.0f
+                                              : detail::nan_free_limit(spec.weights, static_cast<std::size_t>(spec.n),
+                                                                       static_cast<std::size_t>(spec.k), spec.bias);
+    for (std::int64_t b = 0; b < parts; ++b) {
+      // columns in multiples of 16 (whole vectors of a block's weights and outputs)
+      const std::int64_t at = by_rows ? extent * b / parts : extent * b / parts / 16 * 16;
+      const std::int64_t end = b + 1 == parts ? extent : (by_rows ? extent * (b + 1) / parts : extent * (b + 1) / parts / 16 * 16);
+      const std::int64_t m = by_rows ? end - at : spec.m, n = by_rows ? spec.n : end - at;
+      Block k;
+      (by_rows ? k.row0 : k.col0) = at;
+      k.src = dnnl::memory::desc({m, spec.k}, dt::f32, tag::nc);
+      k.dst = dnnl::memory::desc({m, n}, dt::f32, tag::nc);
+      const dnnl::memory::desc w_any({n, spec.k}, dt::f32, tag::any);
+      const dnnl::memory::desc b_md = spec.bias ? dnnl::memory::desc({n}, dt::f32, tag::x) : dnnl::memory::desc();
+      auto make = [&](const dnnl::memory::desc& w, const std::vector<PostOp>& ops) {
+        return dnnl::inner_product_forward::primitive_desc(engine(), dnnl::prop_kind::forward_inference, k.src, w, b_md,
+                                                           k.dst, detail::post_op_attr(ops));
+      };
+      const auto pd = make(w_any, spec.post_ops);
+      k.prim = dnnl::inner_product_forward(pd);
+      k.scratch = pd.scratchpad_desc();
+      for (const Block& o : blocks_) {
+        if (by_rows && o.weights.get_desc() == pd.weights_desc()) k.weights = o.weights, k.bias = o.bias;
+      }
+      if (!k.weights) {
+        const float* rows = spec.weights + (by_rows ? 0 : at * spec.k);
+        const dnnl::memory user_w({{n, spec.k}, dt::f32, tag::oi}, engine(), const_cast<float*>(rows));
+        k.weights = dnnl::memory(pd.weights_desc(), engine());
+        dnnl::stream stream(engine());
+        dnnl::reorder(user_w, k.weights).execute(stream, const_cast<dnnl::memory&>(user_w), k.weights);
+        stream.wait();
+        if (spec.bias) {
+          k.bias = dnnl::memory(b_md, engine());
+          const float* from = spec.bias + (by_rows ? 0 : at);
+          std::copy(from, from + n, static_cast<float*>(k.bias.get_data_handle()));
+        }
+      }
+      if (!spec.post_ops.empty()) {
+        k.unfused.build<dnnl::inner_product_forward, dnnl::inner_product_forward::primitive_desc>(
+            [&](const dnnl::memory::desc& w) { return make(w, {}); }, k.weights, w_any, limit, spec.post_ops);
+      }
+      if (blocks_.empty()) impl_ = std::string(pd.impl_info_str()) + (by_rows ? " (row blocks)" : " (column blocks)");
+      blocks_.push_back(std::move(k));
+    }
+    k_ = spec.k;
+    n_ = spec.n;
+  }
+
+  // Each block on a thread of accel_sdk's pool (the caller takes one, and the rest when a
+  // worker has not started).
+  void execute_blocks(const float* src, float* dst) const {
+    accel_sdk::parallel_for(
+        blocks_.size(),
+        [&](std::size_t i) {
+          const Block& b = blocks_[i];
+          ThreadScope one(1);
+          Stream stream;
+          guard("float dense", [&] {
+            // a column block writes its columns of a one-row output; a row block its rows
+            const dnnl::memory s = thread_memory(kSrcMemory, b.src, src + b.row0 * k_);
+            const dnnl::memory d = thread_memory(kDstMemory, b.dst, dst + b.row0 * n_ + b.col0);
+            const dnnl::memory* bias = b.bias ? &b.bias : nullptr;
+            detail::execute_weighted(b.prim, b.scratch, stream.get(), s, b.weights, bias, d);
+            b.unfused.fix(stream.get(), s, bias, d);
+            stream.wait();
+          });
+        },
+        blocks_.size());
+  }
+
   int threads_ = 1;
+  std::vector<Block> blocks_;
+  std::int64_t k_ = 0, n_ = 0;
   dnnl::inner_product_forward prim_;
   dnnl::memory weights_, bias_;
   bool has_bias_ = false;
