@@ -6,7 +6,8 @@
 // arena of its own, binds the caller's buffers and applies the thread count chosen at load
 // time. What is bnns's is here: the 64-byte header around the graph blob (README.md), one
 // kernel per node, and the formats tensors are held in. Convolutions choose their own
-// memory formats (format_tag::any; weights reordered into them once, at create) and pools
+// memory formats (format_tag::any; weights reordered into them once, at create; on a handle
+// of several threads NHWC, for bands of output rows on accel_sdk's pool) and pools
 // take the format they are given where oneDNN pools it, so a tensor stays in the format its
 // producer chose while its consumers accept it and a chain of layers reorders only at the
 // partition's entry and exit: a kernel reorders an input held in another format into its
