@@ -173,7 +173,8 @@ class ConvF32 final : public Layer<onednn::FloatConv> {
     const auto src_md = nhwc_desc(x.spec.shape, dt::f32), dst_md = nhwc_desc(y.spec.shape, dt::f32);
     const double macs = static_cast<double>(y.spec.shape.elements()) * static_cast<double>(w.spec.shape.elements() / w.spec.shape[0]);
     // bands pay from kSmallBandedLayer (the pool's workers stay awake from layer to layer)
-    set(c, [&] { return onednn::FloatConv(spec, c.threads_for(macs, accel_sdk::kSmallBandedLayer), &src_md, &dst_md); });
+    const int threads = c.threads_for(macs, accel_sdk::kSmallBandedLayer);
+    set(c, [&] { return onednn::FloatConv(spec, threads, &src_md, &dst_md); });
     conv_ = &op();
     clip_out_ = a.act == 2;  // outputs in [0, hi]
     // A bounded ReLU convolution of this partition writes the input: when its own check found
@@ -211,7 +212,8 @@ class DenseF32 final : public Layer<onednn::FloatDense> {
     spec.weights = reinterpret_cast<const float*>(w.data);
     spec.bias = bias(c, N);
     spec.bands = true;  // on several threads: blocks on accel_sdk's pool
-    set(c, [&] { return onednn::FloatDense(spec, c.threads_for(static_cast<double>(M) * K * N, accel_sdk::kSmallBandedLayer)); });
+    const int threads = c.threads_for(static_cast<double>(M) * K * N, accel_sdk::kSmallBandedLayer);
+    set(c, [&] { return onednn::FloatDense(spec, threads); });
   }
 };
 

@@ -250,7 +250,8 @@ py::tuple float_conv(const py::dict& g, const py::array_t<float, py::array::c_st
                                   dnnl::memory::format_tag::nhwc);
   const dnnl::memory::desc dst_md({geo.batch, geo.out_channels, geo.out_h(), geo.out_w()},
                                   dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
-  onednn::FloatConv conv = spec.bands ? onednn::FloatConv(spec, threads, &src_md, &dst_md) : onednn::FloatConv(spec, threads);
+  onednn::FloatConv conv =
+      spec.bands ? onednn::FloatConv(spec, threads, &src_md, &dst_md) : onednn::FloatConv(spec, threads);
   if (spec.bands && conv.banded() != (threads > 1 && geo.batch * geo.out_h() >= 2)) {
     throw std::runtime_error("FloatConv: bands not taken as spec.bands asks");
   }

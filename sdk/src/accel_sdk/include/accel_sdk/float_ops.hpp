@@ -660,10 +660,12 @@ class FloatDense {
     const float limit = spec.post_ops.empty() ? -1.0f
                                               : detail::nan_free_limit(spec.weights, static_cast<std::size_t>(spec.n),
                                                                        static_cast<std::size_t>(spec.k), spec.bias);
+    // where block b starts: columns at multiples of 16 (whole vectors of weights and outputs)
+    auto edge = [&](std::int64_t b) {
+      return b == parts ? extent : by_rows ? extent * b / parts : extent * b / parts / 16 * 16;
+    };
     for (std::int64_t b = 0; b < parts; ++b) {
-      // columns in multiples of 16 (whole vectors of a block's weights and outputs)
-      const std::int64_t at = by_rows ? extent * b / parts : extent * b / parts / 16 * 16;
-      const std::int64_t end = b + 1 == parts ? extent : (by_rows ? extent * (b + 1) / parts : extent * (b + 1) / parts / 16 * 16);
+      const std::int64_t at = edge(b), end = edge(b + 1);
       const std::int64_t m = by_rows ? end - at : spec.m, n = by_rows ? spec.n : end - at;
       Block k;
       (by_rows ? k.row0 : k.col0) = at;

@@ -378,7 +378,8 @@ struct ConvShape {
   };
   Band band(std::int64_t r0, std::int64_t r1) const {
     const std::int64_t extent = (window.kh - 1) * window.dh + 1;
-    const std::int64_t want_first = r0 * window.sh - window.pt, want_last = (r1 - 1) * window.sh - window.pt + extent - 1;
+    const std::int64_t want_first = r0 * window.sh - window.pt;
+    const std::int64_t want_last = (r1 - 1) * window.sh - window.pt + extent - 1;
     Band b;
     b.in_first = std::max<std::int64_t>(0, want_first);
     const std::int64_t last = std::min(in_h - 1, want_last);
