@@ -323,13 +323,15 @@ class Conv2d final : public BnnsKernel {
     spec.bias = bias(c, O);
     spec.post_ops = activation(c);
     spec.layout = onednn::Layout::nchw;
-    threads_ = c.threads_for(double(N) * O * geo.oh * geo.ow * (C / groups) * KH * KW, accel_sdk::kSmallBandedLayer);
+    const double macs = double(N) * O * geo.oh * geo.ow * (C / groups) * KH * KW;
+    threads_ = c.threads_for(macs, accel_sdk::kSmallBandedLayer);
     if (c.threads > 1) {
       // on several threads: NHWC, so that a layer sharing the work runs as bands of output rows
       // on accel_sdk's pool (whose workers stay awake from layer to layer, where an OpenMP team's
       // sleeping member is woken at every layer), and the layers around it keep that format
       spec.bands = true;
-      const memory::desc src_md({N, C, H, W}, dt::f32, tag::nhwc), dst_md({N, O, geo.oh, geo.ow}, dt::f32, tag::nhwc);
+      const memory::desc src_md({N, C, H, W}, dt::f32, tag::nhwc);
+      const memory::desc dst_md({N, O, geo.oh, geo.ow}, dt::f32, tag::nhwc);
       conv_ = layer<onednn::FloatConv>(c, [&] { return onednn::FloatConv(spec, threads_, &src_md, &dst_md); });
     } else {
       // its own formats (format_tag::any), weights packed into them once

@@ -391,11 +391,7 @@ class FloatConv {
         for (std::int64_t r0 = 0; r0 < OH; r0 += band_rows_) {
           const ConvShape::Band g = s_.band(r0, std::min(OH, r0 + band_rows_));
           std::size_t same = 0;
-          while (same < bands_.size() && !(bands_[same].rows.in_rows == g.in_rows &&
-                                           bands_[same].rows.out_rows == g.out_rows &&
-                                           bands_[same].rows.pad_t == g.pad_t && bands_[same].rows.pad_b == g.pad_b)) {
-            ++same;
-          }
+          while (same < bands_.size() && !bands_[same].rows.same_geometry(g)) ++same;
           band_of_.push_back(same);
           if (same < bands_.size()) continue;
           Band b;

@@ -110,7 +110,7 @@ struct IntBand {
   dnnl::convolution_forward prim;
   dnnl::memory::desc src_md, dst_md, scratch_md;
   std::shared_ptr<dnnl::memory> weights;
-  std::int64_t in_rows = 0, out_rows = 0, pad_t = 0, pad_b = 0;
+  ConvShape::Band rows;
   std::string impl;
 };
 
@@ -222,7 +222,7 @@ class IntConv {
     return static_cast<std::size_t>((n * s_.out_h() + static_cast<std::int64_t>(band) * band_rows_) * s_.out_w());
   }
   std::size_t band_size(std::size_t band) const {
-    return static_cast<std::size_t>(bands_[band_of_[band]].out_rows * s_.out_w());
+    return static_cast<std::size_t>(bands_[band_of_[band]].rows.out_rows * s_.out_w());
   }
   // Output rows of band `band` of image n into acc (band_size() rows of acc_width()), on
   // this thread (create the IntConv with band_rows > 0 and call it under ThreadScope(1)).
@@ -416,13 +416,9 @@ class IntConv {
     const auto& win = s_.window;
     const ConvShape::Band rows = s_.band(r0, r1);
     detail::IntBand b;
-    b.in_rows = rows.in_rows;
-    b.out_rows = rows.out_rows;
-    b.pad_t = rows.pad_t;
-    b.pad_b = rows.pad_b;
+    b.rows = rows;
     for (std::size_t i = 0; i < bands_.size(); ++i) {
-      const auto& o = bands_[i];
-      if (o.in_rows == b.in_rows && o.out_rows == b.out_rows && o.pad_t == b.pad_t && o.pad_b == b.pad_b) {
+      if (bands_[i].rows.same_geometry(rows)) {
         band_of_.push_back(i);
         return;
       }
@@ -431,8 +427,9 @@ class IntConv {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const std::int64_t N = whole ? s_.batch : 1, P = static_cast<std::int64_t>(parts_);
-    b.src_md = dnnl::memory::desc({N, s_.in_channels, b.in_rows, s_.in_w}, f32_ ? dt::f32 : dt::u8, tag::nhwc);
-    b.dst_md = dnnl::memory::desc({N, P * s_.out_channels, b.out_rows, s_.out_w()}, f32_ ? dt::f32 : dt::s32, tag::nhwc);
+    const dt src_type = f32_ ? dt::f32 : dt::u8, acc_type = f32_ ? dt::f32 : dt::s32;
+    b.src_md = dnnl::memory::desc({N, s_.in_channels, rows.in_rows, s_.in_w}, src_type, tag::nhwc);
+    b.dst_md = dnnl::memory::desc({N, P * s_.out_channels, rows.out_rows, s_.out_w()}, acc_type, tag::nhwc);
     const dnnl::memory::desc w_any(user_md.get_dims(), f32_ ? dt::f32 : dt::s8, tag::any);
     dnnl::primitive_attr attr;
     if (zx_ != 0 && !f32_) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
@@ -441,11 +438,11 @@ class IntConv {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::convolution_forward::primitive_desc pd(
         engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, b.src_md, w_any, b.dst_md,
-        {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {b.pad_t, win.pl}, {b.pad_b, win.pr}, attr);
+        {win.sh, win.sw}, {win.dh - 1, win.dw - 1}, {rows.pad_t, win.pl}, {rows.pad_b, win.pr}, attr);
     // oneDNN 3.2's jit_int8_1x1 kernel for AVX512_CORE without VNNI returns wrong sums for
     // exactly 5 output pixels and 128 or more output channels (measured: every other count
     // from 1 to 29 is right): take the next implementation there.
-    while (N * b.out_rows * s_.out_w() == 5 && std::string(pd.impl_info_str()) == "jit_int8_1x1:avx512_core" &&
+    while (N * rows.out_rows * s_.out_w() == 5 && std::string(pd.impl_info_str()) == "jit_int8_1x1:avx512_core" &&
            pd.next_impl()) {
     }
     b.prim = dnnl::convolution_forward(pd);

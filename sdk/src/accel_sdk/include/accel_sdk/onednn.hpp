@@ -375,6 +375,10 @@ struct ConvShape {
   // bottom. Bands of a layer run as separate oneDNN calls, on separate threads.
   struct Band {
     std::int64_t in_first = 0, in_rows = 0, out_rows = 0, pad_t = 0, pad_b = 0;
+    // Whether one primitive computes both bands (they differ at most in where they start).
+    bool same_geometry(const Band& o) const {
+      return in_rows == o.in_rows && out_rows == o.out_rows && pad_t == o.pad_t && pad_b == o.pad_b;
+    }
   };
   Band band(std::int64_t r0, std::int64_t r1) const {
     const std::int64_t extent = (window.kh - 1) * window.dh + 1;
