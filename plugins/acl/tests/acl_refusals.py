@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import acl_cases as cases
 import numpy as np
 from accel_sdk.testing import Refusal
@@ -13,6 +15,17 @@ from accel.ir import QuantParams, TensorType
 def _pool(op: str, dtype: str, **attrs) -> GraphBuilder:
     b = GraphBuilder(x=cases.qtype((1, 4, 12, 12), dtype, 0.1, 3) if dtype != "float32" else (1, 4, 12, 12))
     return b.done(b.op(op, b.x["x"], pool_size=(2, 2), **attrs))
+
+
+#: Why acl refuses a tensor of more than 6 dimensions.
+TOO_MANY_DIMS = "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions"
+SHAPE7 = (2, 1, 2, 1, 3, 4, 5)
+
+
+def _rank7(what: str, op: str, x: Any = SHAPE7, **attrs: Any) -> Refusal:
+    """``op`` of one rank-7 input ``x`` (a shape, or a quantized type), refused for its rank."""
+    b = GraphBuilder(x=x)
+    return Refusal(f"{what} of a rank-7 tensor", b.done(b.op(op, b.x["x"], **attrs)), TOO_MANY_DIMS)
 
 
 def refusals() -> list[Refusal]:
@@ -147,37 +160,22 @@ def refusals() -> list[Refusal]:
             "innermost dimensions only (NEConcatenateLayer: Axis not supported)",
         )
     )
-    shape7 = (2, 1, 2, 1, 3, 4, 5)
-    b = GraphBuilder(x=shape7, y=shape7)
+    b = GraphBuilder(x=SHAPE7, y=SHAPE7)
     out.append(
         Refusal(
             "add of rank-7 tensors",
             b.done(b.op("add", b.x["x"], b.x["y"])),
-            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+            TOO_MANY_DIMS,
         )
     )
-    b = GraphBuilder(x=shape7)
-    out.append(
-        Refusal(
-            "relu of a rank-7 tensor",
-            b.done(b.op("nn.relu", b.x["x"])),
-            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
-        )
-    )
-    b = GraphBuilder(x=shape7)
-    out.append(
-        Refusal(
-            "clip(0, 6) of a rank-7 tensor",
-            b.done(b.op("clip", b.x["x"], a_min=0.0, a_max=6.0)),
-            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
-        )
-    )
-    b = GraphBuilder(x=shape7, y=shape7)
+    out.append(_rank7("relu", "nn.relu"))
+    out.append(_rank7("clip(0, 6)", "clip", a_min=0.0, a_max=6.0))
+    b = GraphBuilder(x=SHAPE7, y=SHAPE7)
     out.append(
         Refusal(
             "concatenate of rank-7 tensors on the last axis",
             b.done(b.op("concatenate", b.op("nn.relu", b.x["x"]), b.op("nn.relu", b.x["y"]), axis=6)),
-            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+            TOO_MANY_DIMS,
         )
     )
     b = GraphBuilder(x=(2, 3, 4, 5, 6, 7))
@@ -185,7 +183,7 @@ def refusals() -> list[Refusal]:
         Refusal(
             "reshape to rank 7",
             b.done(b.op("reshape", b.x["x"], newshape=(2, 3, 4, 5, 6, 7, 1))),
-            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
+            TOO_MANY_DIMS,
         )
     )
     b = GraphBuilder(x=(3, 10))
@@ -253,22 +251,8 @@ def refusals() -> list[Refusal]:
             "dtype='float16', dtype must be float32",
         )
     )
-    b = GraphBuilder(x=shape7)
-    out.append(
-        Refusal(
-            "quantize of a rank-7 tensor",
-            b.done(b.op("qnn.quantize", b.x["x"], scale=0.01, zero_point=0)),
-            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
-        )
-    )
-    b = GraphBuilder(x=cases.qtype(shape7, "uint8", 0.01, 3))
-    out.append(
-        Refusal(
-            "dequantize of a rank-7 tensor",
-            b.done(b.op("qnn.dequantize", b.x["x"])),
-            "rank=7, rank must be <= 6: Arm Compute Library's tensors have at most 6 dimensions",
-        )
-    )
+    out.append(_rank7("quantize", "qnn.quantize", scale=0.01, zero_point=0))
+    out.append(_rank7("dequantize", "qnn.dequantize", cases.qtype(SHAPE7, "uint8", 0.01, 3)))
     b = GraphBuilder(x=cases.qtype((2, 3), "int32", 0.01, 0))
     out.append(
         Refusal(
