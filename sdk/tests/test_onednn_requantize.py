@@ -190,7 +190,10 @@ def test_kernel_of_this_cpu_is_reported():
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 def test_add_table_is_quantized_add_on_every_pair(kernel, dtype):
-    """quant::AddTable against accel.quant.quantized_add on all 65,536 pairs of bytes (then a tail of 7)."""
+    """quant::AddTable against accel.quant.quantized_add on all 65,536 pairs of bytes (then a tail of 7),
+    on its float64 formula (scales as a calibration leaves them) and on its table (scales whose sums
+    fall on ties of the real numbers, 5/6 and 37/60 of the output's, where the formula would round
+    a few pairs the other way and the create-time check turns it down)."""
     p = probe()
     rng = np.random.default_rng(11)
     info = np.iinfo(dtype)
@@ -199,10 +202,22 @@ def test_add_table_is_quantized_add_on_every_pair(kernel, dtype):
     b = np.tile(values, 256)
     a = np.concatenate([a, a[:7]])  # 65,543 elements: 16 and 8 do not divide them
     b = np.concatenate([b, b[-7:]])
-    for s_a, s_b, s_out, lo, hi in ((0.05, 0.02, 0.07, info.min, info.max), (0.3, 0.004, 0.1, 0, info.max)):
-        z = [int(v) for v in rng.integers(info.min, info.max + 1, size=3)]
+    vector = kernel != "portable" and p.requantize_isa() != "portable"
+    cases = (
+        (0.05, 0.02, 0.07, info.min, info.max, None, vector),
+        (0.3, 0.004, 0.1, 0, info.max, None, vector),
+        (0.05, 0.037, 0.06, info.min, info.max, [3, 120, 77], False),
+    )
+    for s_a, s_b, s_out, lo, hi, zero, formula in cases:
+        z = (
+            [int(v) for v in rng.integers(info.min, info.max + 1, size=3)]
+            if zero is None
+            else [v + info.min for v in zero]
+        )
         z[2] = max(z[2], lo)
         (ma, sa), (mb, sb), (mo, so) = quant.add_multipliers(s_a, s_b, s_out)
+        params = (dtype == "int8", [ma, mb, mo], [sa, sb, so], z, quant.ADD_LEFT_SHIFT, lo, hi)
+        assert p.add_uses_formula(*params, kernel) == formula
         got = p.add_table(
             dtype == "int8",
             [ma, mb, mo],

@@ -49,6 +49,16 @@ py::array add_table(bool is_signed, const std::vector<std::int32_t>& m, const st
   return y;
 }
 
+// Whether quant::AddTable with these parameters evaluates its formula on the kernel `isa`.
+bool add_uses_formula(bool is_signed, const std::vector<std::int32_t>& m, const std::vector<std::int32_t>& shift,
+                      const std::vector<std::int64_t>& z, int left_shift, std::int64_t lo, std::int64_t hi,
+                      const std::string& isa) {
+  if (m.size() != 3 || shift.size() != 3 || z.size() != 3) throw std::invalid_argument("three multipliers and zero points");
+  const quant::Multiplier mult[3] = {{m[0], shift[0]}, {m[1], shift[1]}, {m[2], shift[2]}};
+  const std::int64_t zero[3] = {z[0], z[1], z[2]};
+  return quant::AddTable(is_signed, mult, zero, left_shift, lo, hi).uses_formula(parse_isa(isa));
+}
+
 // quant::Quantizer over x (float32): the uint8 or int8 bytes.
 py::array quantizer(const py::array_t<float, py::array::c_style>& x, float scale, std::int64_t zero_point,
                     const std::string& dtype, const std::string& isa) {
@@ -448,6 +458,7 @@ PYBIND11_MODULE(_sdk_onednn_probe, m) {
   m.def("add_table", &add_table);
   m.def("quantizer", &quantizer);
   m.def("requantize_seconds", &requantize_seconds);
+  m.def("add_uses_formula", &add_uses_formula);
   m.def("int_conv", &int_conv);
   m.def("int_dense", &int_dense);
   m.def("int_conv_seconds", &int_conv_seconds);

@@ -46,7 +46,7 @@ constexpr double kSmallBandedLayer = 1 << 20;
 // partner's wake-up is most of it).
 constexpr double kSmallElementwise = 1 << 20;
 
-// Below this many elements a pass that looks each element up in a table (quant::AddTable) runs on
+// Below this many elements a pass over 8-bit elements (quant::AddTable) runs on
 // one thread; from here a range on each thread of accel_sdk's pool pays (MobileNetV2 QDQ's add of
 // 75k elements: 27 us on one thread; at 2^13 the smaller adds lost more to the pool than they gained).
 constexpr double kSmallLookup = 1 << 15;
