@@ -113,9 +113,9 @@ REQUANTIZE_BLOCKS = {  # rows x channels: a band of about 256 KiB of accumulator
 
 def bench_requantize(p, rng: np.random.Generator) -> None:
     """ns per output value of ChannelRequantizer (uint8 out, bias, per-channel and per-tensor).
-    shift ≤ 0 (multipliers below 1, as convolutions have) and shift > 0 with m ≥ 2^16 run the
-    fast kernel; the same block with m = 1000, shift 1 on its first channel runs the general
-    kernel, so all are timed in one run."""
+    With AVX-512 every column but the last runs the float32 kernel; with AVX2, shift ≤ 0
+    (multipliers below 1, as convolutions have) and shift > 0 with m ≥ 2^16 run the fast integer
+    kernel and the same block with m = 1000, shift 1 on its first channel the general one."""
     print(f"\nrequantize, ns per output value (kernel {p.requantize_isa()})")
     print(f"{'block':16} {'multipliers':12} {'shift<=0':>9} {'shift<=4':>9} {'general':>9} {'portable':>9}")
     for name, (rows, channels) in REQUANTIZE_BLOCKS.items():

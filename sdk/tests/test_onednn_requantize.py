@@ -145,6 +145,43 @@ def test_fast_kernel_cases(kernel):
         assert bad.size == 0, f"case {case}: {len(bad)} mismatches, first at {bad[0]}"
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_accumulators_at_every_rounding_step(kernel, dtype):
+    """Realistic per-channel multipliers (1e-5 to 0.5, as quantize_multiplier makes them) and, for
+    every output level of every channel, the accumulators just below, at and just above the
+    step to the next level, exact ties among them (m = 2^30): the float32 kernel settles most
+    lanes in float32 and must hand each one it cannot settle to the definition. Rows and
+    channels leave tails of the four-row and 16-channel steps; two parts; bias; narrowed range."""
+    p = probe()
+    rng = np.random.default_rng(23 + KERNELS.index(kernel))
+    lo, hi = quant.dtype_range(dtype)
+    for parts, channels, narrowed in ((1, 43, False), (2, 35, True)):
+        reals = np.exp(rng.uniform(np.log(1e-5), np.log(0.5), size=channels))
+        pairs = [quant.quantize_multiplier(float(r)) for r in reals]
+        m = np.array([mm for mm, _ in pairs], np.int32)
+        shift = np.array([sh for _, sh in pairs], np.int32)
+        m[:5], shift[:5] = 1 << 30, np.arange(-14, -9)  # M = 2^(shift - 1): t * M lands on ties
+        z_out = int(rng.integers(lo, hi + 1))
+        r_lo, r_hi = (max(lo, z_out), min(hi, z_out + 100)) if narrowed else (lo, hi)
+        bias = rng.integers(-3000, 3000, size=channels).astype(np.int32)
+        real = m.astype(np.float64) * np.exp2(shift.astype(np.float64) - 31)
+        levels = np.arange(lo - z_out - 1, hi - z_out + 2, dtype=np.float64)[:, None]
+        step = np.floor((levels + 0.5) / real).astype(np.int64)  # t * M just below each half
+        t = np.concatenate([step + d for d in (-1, 0, 1, 2)])  # rows: 4 x (levels + 3), not a multiple of 4
+        t = np.clip(t - bias, -(1 << 31), (1 << 31) - 1)
+        acc = np.zeros((t.shape[0], parts * channels), np.int64)
+        acc[:, :channels] = t
+        if parts == 2:  # the same sum split over two parts
+            half = t // 2
+            acc[:, :channels], acc[:, channels:] = half, t - half
+        acc = acc.astype(np.int32)
+        got = p.requantize(acc, channels, parts, m, shift, z_out, r_lo, r_hi, bias, 0, np.dtype(dtype).name, kernel)
+        want = reference(acc, channels, parts, m, shift, z_out, r_lo, r_hi, bias, 0, dtype)
+        bad = np.argwhere(got != want)
+        assert bad.size == 0, f"{len(bad)} mismatches, first at {bad[0]}: {got[tuple(bad[0])]} != {want[tuple(bad[0])]}"
+
+
 def test_int32_output_and_realistic_scales():
     """from float32 scales as a conv's requantize sees them: per-channel s_x·s_w[c] / s_out, vs quant.requantize."""
     p = probe()

@@ -10,10 +10,12 @@
 //
 // acc_p is part p of a split accumulation (accel_sdk/int_ops.hpp splits weights on CPUs
 // without VNNI); [lo, hi] is the output dtype's range, narrowed by a fused relu or clip.
-// One call handles a whole block; the kernels are chosen at run time (AVX-512F, AVX2,
-// portable C++; the fast one 16 channels a step in 512 bits where it can), the file
-// needs no special compiler flags, and every kernel gives the same bits as quant::mbqm
-// (tested on ties, on +-2^31, at every shift).
+// One call handles a whole block; the kernels are chosen at run time (AVX-512 F/DQ/BW,
+// AVX2, portable C++), the file needs no special compiler flags, and every kernel gives
+// the same bits as quant::mbqm (tested on ties, on +-2^31, at every shift). With AVX-512
+// and z_in = 0 (a convolution's or dense layer's accumulators) a block runs in float32,
+// 16 channels a step, and the few lanes float32 cannot settle (within 2^-12 of a tie)
+// by the definition: 0.14 ns a value against the integer kernels' 0.17 (run_avx512_float).
 //
 // AddTable: qnn.add of two 8-bit tensors of one shape (accel.quant.quantized_add), the
 // definition tabulated once over every pair of bytes; run() evaluates a float64 formula
@@ -52,7 +54,9 @@ inline RequantizeIsa best_requantize_isa() {
 #ifdef ACCEL_SDK_REQUANTIZE_X86
   static const RequantizeIsa best = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return RequantizeIsa::avx512;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")) {
+      return RequantizeIsa::avx512;
+    }
     if (__builtin_cpu_supports("avx2")) return RequantizeIsa::avx2;
     return RequantizeIsa::portable;
   }();
@@ -310,86 +314,97 @@ __attribute__((target("avx2"))) void run_avx2_fast(const AccBlock& a, std::size_
   }
 }
 
-// The fast kernel in 512 bits (accumulators' zero point 0, as a convolution's have): 16
-// channels a step, the same arithmetic as avx2_fast8 on twice the lanes, then a clamp to
-// [lo, hi] in int32 and a truncating pack to bytes. The constants are run_avx2_fast's,
-// two blocks of 8 channels side by side.
-// 4 int64 from x, then 4 from y.
-__attribute__((target("avx512f"))) inline __m512i two(const std::int64_t* x, const std::int64_t* y) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)), 1);
-}
-
-// The constants of 16 channels from c (per channel from f, or the per-tensor ones).
-struct Fast16 {
-  __m512i bias, m_e, m_o, h_e, h_o, n_e, n_o, cap, up;
+// The float kernel (AVX-512F, DQ and BW; accumulators' zero point 0, as a convolution's
+// have), 16 channels a step and four rows at a time:
+//   y = fma(float(t), M, z_out)   (M = m * 2^(shift - 31) rounded to float32; round to nearest)
+//   out = round(clamp(y, lo, hi)) (= clamp(round(y), lo, hi): lo and hi are integers)
+// With u = 2^-24, float(t), M and the fma each round once, so |y - (t * M + z_out)| <=
+// 3.01u |t * M| + u |z_out|, under 2^-13 wherever the result is not saturated (|t * M| <= 512,
+// |z_out| <= 255). A lane whose y lies within 2^-12 of a tie (|y - round(y)| > 0.5 - 2^-12)
+// is recomputed by the definition (requantize_one); every other lane rounds as the exact
+// value does, ties away from zero or not (about one lane in 2,000 is recomputed). Where t * M
+// is past the output range, y is past it too and clamps to the same bound. The constants
+// are two loads per 16 channels, so rows run in order through the block.
+struct FloatLayout {
+  const std::int32_t* bias;
+  const float* m;
+  std::size_t parts;
+  std::size_t part_stride;
 };
 
-template <bool PerChannel>
-__attribute__((target("avx512f"))) inline Fast16 avx512_consts16(FastLayout l, std::size_t c, const std::int64_t* f,
-                                                                 const __m512i* tensor) {
-  Fast16 k;
-  k.bias = _mm512_loadu_si512(l.bias + c);
-  if (PerChannel) {
-    const std::int64_t* a = f + c / 8 * kFastStride;
-    const std::int64_t* b = a + kFastStride;
-    k.m_e = two(a, b), k.m_o = two(a + 4, b + 4), k.h_e = two(a + 8, b + 8), k.h_o = two(a + 12, b + 12);
-    k.n_e = two(a + 16, b + 16), k.n_o = two(a + 20, b + 20), k.cap = two(a + 24, b + 24), k.up = two(a + 28, b + 28);
-  } else {
-    k.m_e = tensor[0], k.m_o = tensor[1], k.h_e = tensor[2], k.h_o = tensor[3];
-    k.n_e = tensor[4], k.n_o = tensor[5], k.cap = tensor[6], k.up = tensor[7];
-  }
-  return k;
-}
+constexpr int kNear = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-// 16 results, clamped to [lo, hi] and stored as bytes.
-template <class Out, bool Up>
-__attribute__((target("avx512f"))) inline void avx512_fast16(const std::int32_t* row, FastLayout l, std::size_t c,
-                                                             const Fast16& k, __m512i lo, __m512i hi, __m512i z_out,
-                                                             Out* o) {
-  __m512i t = k.bias;
+// 16 outputs of a row from channel c as int32; bad: the lanes near a tie.
+__attribute__((target("avx512f,avx512dq"))) inline __m512i float16(const std::int32_t* row, const FloatLayout& l,
+                                                                  std::size_t c, __m512 z_out, __m512 lo, __m512 hi,
+                                                                  __mmask16& bad) {
+  __m512i t = _mm512_loadu_si512(l.bias + c);
   for (std::size_t p = 0; p < l.parts; ++p) t = _mm512_add_epi32(t, _mm512_loadu_si512(row + p * l.part_stride + c));
-  __m512i ax = _mm512_abs_epi32(t);  // |-2^31| = 2^31 as unsigned
-  if (Up) ax = _mm512_sllv_epi32(_mm512_min_epu32(ax, k.cap), k.up);
-  const __m512i re = _mm512_srlv_epi64(_mm512_add_epi64(_mm512_mul_epu32(ax, k.m_e), k.h_e), k.n_e);
-  const __m512i ro =
-      _mm512_srlv_epi64(_mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(ax, 32), k.m_o), k.h_o), k.n_o);
-  __m512i v = _mm512_mask_blend_epi32(0xAAAA, re, ro);
-  v = _mm512_mask_sub_epi32(v, _mm512_cmplt_epi32_mask(t, _mm512_setzero_si512()), _mm512_setzero_si512(), v);
-  // v in [lo - z_out, hi - z_out] (within +-510), then + z_out: no overflow, and in the output range
-  v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, lo), hi), z_out);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c), _mm512_cvtepi32_epi8(v));
+  __m512 y = _mm512_fmadd_round_ps(_mm512_cvt_roundepi32_ps(t, kNear), _mm512_loadu_ps(l.m + c), z_out, kNear);
+  y = _mm512_min_ps(_mm512_max_ps(y, lo), hi);
+  const __m512 frac = _mm512_reduce_ps(y, kNear);  // y - round(y), in [-0.5, 0.5]
+  bad = _mm512_cmp_ps_mask(_mm512_abs_ps(frac), _mm512_set1_ps(0.5f - 1.f / 4096), _CMP_GT_OQ);
+  return _mm512_cvt_roundps_epi32(y, kNear);
 }
 
-template <class Out, bool PerChannel, bool Up>
-__attribute__((target("avx512f"))) void run_avx512_fast(const AccBlock& a, std::size_t c1, const ChannelConsts& k,
-                                                       const std::int64_t* f, const Scalars& s, Out* out,
-                                                       std::size_t out_stride) {
-  __m512i tensor[8];  // per-tensor constants: the first block's, twice (every channel has them)
-  for (int i = 0; i < 8; ++i) tensor[i] = two(f + 4 * i, f + 4 * i);
-  const __m512i lo = _mm512_set1_epi32(static_cast<std::int32_t>(s.lo_rel));
-  const __m512i hi = _mm512_set1_epi32(static_cast<std::int32_t>(s.hi_rel));
-  const __m512i z_out = _mm512_set1_epi32(s.z_out);
-  const FastLayout l{k.bias.data(), a.parts, a.part_stride};
-  const std::int32_t* const data = a.data;
-  const std::size_t rows = a.rows, row_stride = a.row_stride;
-  if (PerChannel) {
-    // Channel blocks outside, rows inside: a block's constants stay in registers down its
-    // rows (a band of accumulators is in cache; loading them per row cost a third more).
+// The lanes of `bad` in channels [c, c + 16) of a row, by the definition.
+template <class Out>
+__attribute__((noinline)) void float16_fix(const std::int32_t* row, const AccBlock& a, std::size_t c, unsigned bad,
+                                           const ChannelConsts& k, const std::vector<std::int32_t>& shifts,
+                                           const Scalars& s, Out* o) {
+  for (; bad != 0; bad &= bad - 1) {
+    const std::size_t ch = c + static_cast<std::size_t>(__builtin_ctz(bad));
+    std::int32_t t = k.bias[ch];
+    for (std::size_t p = 0; p < a.parts; ++p) t = wrap_add(t, row[p * a.part_stride + ch]);
+    o[ch] = static_cast<Out>(requantize_one(t, ch, k, s, shifts[ch]));
+  }
+}
+
+template <class Out>
+__attribute__((target("avx512f,avx512dq,avx512bw"))) void run_avx512_float(const AccBlock& a, std::size_t c1,
+                                                                           const ChannelConsts& k, const float* m,
+                                                                           const std::vector<std::int32_t>& shifts,
+                                                                           const Scalars& s, Out* out,
+                                                                           std::size_t out_stride) {
+  constexpr bool is_signed = std::is_signed<Out>::value;
+  const __m512 z_out = _mm512_set1_ps(static_cast<float>(s.z_out));
+  const auto lo = static_cast<std::int32_t>(s.lo_rel + s.z_out), hi = static_cast<std::int32_t>(s.hi_rel + s.z_out);
+  const __m512 lo_f = _mm512_set1_ps(static_cast<float>(lo)), hi_f = _mm512_set1_ps(static_cast<float>(hi));
+  // after the packs, 128-bit lane j holds 4 bytes of each row; this puts row j's 16 in lane j
+  const __m512i rows_order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const FloatLayout l{k.bias.data(), m, a.parts, a.part_stride};
+  const std::size_t rs = a.row_stride;
+  std::size_t r = 0;
+  for (; r + 4 <= a.rows; r += 4) {
+    const std::int32_t* row = a.data + r * rs;
+    Out* o = out + r * out_stride;
     for (std::size_t c = 0; c + 16 <= c1; c += 16) {
-      const Fast16 kc = avx512_consts16<true>(l, c, f, tensor);
-      for (std::size_t r = 0; r < rows; ++r) {
-        avx512_fast16<Out, Up>(data + r * row_stride, l, c, kc, lo, hi, z_out, out + r * out_stride);
+      __mmask16 b0, b1, b2, b3;
+      const __m512i v0 = float16(row, l, c, z_out, lo_f, hi_f, b0);
+      const __m512i v1 = float16(row + rs, l, c, z_out, lo_f, hi_f, b1);
+      const __m512i v2 = float16(row + 2 * rs, l, c, z_out, lo_f, hi_f, b2);
+      const __m512i v3 = float16(row + 3 * rs, l, c, z_out, lo_f, hi_f, b3);
+      const __m512i w01 = _mm512_packs_epi32(v0, v1), w23 = _mm512_packs_epi32(v2, v3);  // in [lo, hi]: exact
+      const __m512i b = _mm512_permutexvar_epi32(rows_order, is_signed ? _mm512_packs_epi16(w01, w23)
+                                                                       : _mm512_packus_epi16(w01, w23));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c), _mm512_castsi512_si128(b));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + out_stride + c), _mm512_extracti32x4_epi32(b, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 2 * out_stride + c), _mm512_extracti32x4_epi32(b, 2));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 3 * out_stride + c), _mm512_extracti32x4_epi32(b, 3));
+      if (__builtin_expect((b0 | b1 | b2 | b3) != 0, 0)) {
+        const __mmask16 bad[4] = {b0, b1, b2, b3};
+        for (std::size_t j = 0; j < 4; ++j) float16_fix(row + j * rs, a, c, bad[j], k, shifts, s, o + j * out_stride);
       }
     }
-    return;
   }
-  const Fast16 kt = avx512_consts16<false>(l, 0, f, tensor);
-  for (std::size_t r = 0; r < rows; ++r) {
+  for (; r < a.rows; ++r) {
+    const std::int32_t* row = a.data + r * rs;
+    Out* o = out + r * out_stride;
     for (std::size_t c = 0; c + 16 <= c1; c += 16) {
-      Fast16 kc = kt;
-      kc.bias = _mm512_loadu_si512(l.bias + c);
-      avx512_fast16<Out, Up>(data + r * row_stride, l, c, kc, lo, hi, z_out, out + r * out_stride);
+      __mmask16 bad;
+      const __m512i v = float16(row, l, c, z_out, lo_f, hi_f, bad);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c), _mm512_cvtepi32_epi8(v));
+      if (bad != 0) float16_fix(row, a, c, bad, k, shifts, s, o);
     }
   }
 }
@@ -508,6 +523,12 @@ class ChannelRequantizer {
         f[16] = c % 2 ? n - 31 : n + 1;
       }
     }
+    // run_avx512_float's multipliers, one per channel (padded to whole blocks of 16)
+    fm_.assign((channels + 15) / 16 * 16, 0.f);
+    for (std::size_t c = 0; c < channels; ++c) {
+      const Multiplier& mu = multipliers[multipliers.size() == 1 ? 0 : c];
+      fm_[c] = static_cast<float>(std::ldexp(static_cast<double>(mu.m), mu.shift - 31));
+    }
     s_.z_in = in_zero_point;
     s_.z_out = out_zero_point;
     s_.lo_rel = static_cast<std::int64_t>(lo) - out_zero_point;
@@ -542,13 +563,13 @@ class ChannelRequantizer {
       if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
       const std::size_t vec = channels_ / 8 * 8;
       const std::size_t vec16 = channels_ / 16 * 16;
-      if (vec16 > 0 && fast_ && isa == RequantizeIsa::avx512 && s_.z_in == 0) {
-        // 16 channels a step in 512 bits (1.5x the AVX2 kernel's rate here); a rest of 8 below
-        run_fast(true, acc, 0, vec16, out, out_stride);
+      if (vec16 > 0 && isa == RequantizeIsa::avx512 && s_.z_in == 0) {
+        // 16 channels a step in float32, four rows a store; a rest of 8 below
+        detail::run_avx512_float(acc, vec16, k_, fm_.data(), shifts_, s_, out, out_stride);
         done = vec16;
       }
       if (vec > done && fast_ && isa != RequantizeIsa::portable) {
-        run_fast(false, acc, done, vec, out, out_stride);
+        run_fast(acc, done, vec, out, out_stride);
         done = vec;
       } else if (vec > done && isa == RequantizeIsa::avx512) {
         detail::run_avx512(acc, vec, k_, s_, per_channel_, out, out_stride);
@@ -578,28 +599,18 @@ class ChannelRequantizer {
   }
 
 #ifdef ACCEL_SDK_REQUANTIZE_X86
-  // The fast kernel on channels [c0, c1) (multiples of 8; of 16 and from 0 when wide): in
-  // 512 bits (wide) or 256, instantiated for this requantizer's per-channel and shift kinds.
+  // The fast AVX2 kernel on channels [c0, c1) (multiples of 8), instantiated for this
+  // requantizer's per-channel and shift kinds.
   template <class Out>
-  void run_fast(bool wide, const AccBlock& acc, std::size_t c0, std::size_t c1, Out* out,
-                std::size_t out_stride) const {
+  void run_fast(const AccBlock& acc, std::size_t c0, std::size_t c1, Out* out, std::size_t out_stride) const {
     if (per_channel_ && up_) {
-      run_fast_as<Out, true, true>(wide, acc, c0, c1, out, out_stride);
+      detail::run_avx2_fast<Out, true, true>(acc, c0, c1, k_, fk_.data(), s_, out, out_stride);
     } else if (per_channel_) {
-      run_fast_as<Out, true, false>(wide, acc, c0, c1, out, out_stride);
+      detail::run_avx2_fast<Out, true, false>(acc, c0, c1, k_, fk_.data(), s_, out, out_stride);
     } else if (up_) {
-      run_fast_as<Out, false, true>(wide, acc, c0, c1, out, out_stride);
+      detail::run_avx2_fast<Out, false, true>(acc, c0, c1, k_, fk_.data(), s_, out, out_stride);
     } else {
-      run_fast_as<Out, false, false>(wide, acc, c0, c1, out, out_stride);
-    }
-  }
-  template <class Out, bool PerChannel, bool Up>
-  void run_fast_as(bool wide, const AccBlock& acc, std::size_t c0, std::size_t c1, Out* out,
-                   std::size_t out_stride) const {
-    if (wide) {
-      detail::run_avx512_fast<Out, PerChannel, Up>(acc, c1, k_, fk_.data(), s_, out, out_stride);
-    } else {
-      detail::run_avx2_fast<Out, PerChannel, Up>(acc, c0, c1, k_, fk_.data(), s_, out, out_stride);
+      detail::run_avx2_fast<Out, false, false>(acc, c0, c1, k_, fk_.data(), s_, out, out_stride);
     }
   }
 #endif
@@ -610,6 +621,7 @@ class ChannelRequantizer {
   bool fast_ = false;               // every shift <= 0, m = 0 or m >= 2^16: run_avx2_fast
   bool up_ = false;                 // some shift > 0
   std::vector<std::int64_t> fk_;    // detail::run_avx2_fast's constants
+  std::vector<float> fm_;           // detail::run_avx512_float's multipliers
   detail::ChannelConsts k_;
   std::vector<std::int32_t> shifts_;
   detail::Scalars s_;
@@ -659,14 +671,12 @@ __attribute__((target("avx2"))) inline std::size_t lookup_pairs_avx2(const std::
   return i;
 }
 
-constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-
 // 8 results of the formula from 8 (a - za) and 8 (b - zb), as int32 in [lo, hi].
 __attribute__((target("avx512f"))) inline __m256i add_formula8_avx512(__m256i da, __m256i db, const AddFormula& f) {
-  const __m512d sb = _mm512_fmadd_round_pd(_mm512_cvtepi32_pd(db), _mm512_set1_pd(f.kb), _mm512_set1_pd(f.z), kNearest);
-  __m512d v = _mm512_fmadd_round_pd(_mm512_cvtepi32_pd(da), _mm512_set1_pd(f.ka), sb, kNearest);
+  const __m512d sb = _mm512_fmadd_round_pd(_mm512_cvtepi32_pd(db), _mm512_set1_pd(f.kb), _mm512_set1_pd(f.z), kNear);
+  __m512d v = _mm512_fmadd_round_pd(_mm512_cvtepi32_pd(da), _mm512_set1_pd(f.ka), sb, kNear);
   v = _mm512_min_pd(_mm512_max_pd(v, _mm512_set1_pd(f.lo)), _mm512_set1_pd(f.hi));
-  return _mm512_cvt_roundpd_epi32(v, kNearest);
+  return _mm512_cvt_roundpd_epi32(v, kNear);
 }
 
 // The formula on the first multiple of 16 of n elements (the rounding modes are the
@@ -696,7 +706,7 @@ __attribute__((target("avx2,fma"))) inline __m128i add_formula4_avx2(__m128i da,
   const __m256d sb = _mm256_fmadd_pd(_mm256_cvtepi32_pd(db), _mm256_set1_pd(f.kb), _mm256_set1_pd(f.z));
   __m256d v = _mm256_fmadd_pd(_mm256_cvtepi32_pd(da), _mm256_set1_pd(f.ka), sb);
   v = _mm256_min_pd(_mm256_max_pd(v, _mm256_set1_pd(f.lo)), _mm256_set1_pd(f.hi));
-  return _mm256_cvtpd_epi32(_mm256_round_pd(v, kNearest));
+  return _mm256_cvtpd_epi32(_mm256_round_pd(v, kNear));
 }
 
 template <bool Signed>
