@@ -165,15 +165,19 @@ def check_requantize_grid(seed: int = 1) -> int:
     p = probe()
     rng = np.random.default_rng(seed)
     checked = 0
+    # 1x1 layers without padding take the data's zero point into the bias (folds_zero_point):
+    # the second and last cases, the last with sums past 2^24 and uint8 weights too
     cases = [
-        geometry(30, 28, 16, 24, p=1),
-        geometry(40, 12, 8, 40, k=1),
-        geometry(33, 17, 24, 24, groups=24, s=2, p=1),
-        geometry(20, 20, 16, 16, p=1, batch=2),
+        (geometry(30, 28, 16, 24, p=1), np.int8),
+        (geometry(40, 12, 8, 40, k=1), np.int8),
+        (geometry(33, 17, 24, 24, groups=24, s=2, p=1), np.int8),
+        (geometry(20, 20, 16, 16, p=1, batch=2), np.int8),
+        (geometry(3, 5, 2048, 32, k=1, s=2), np.int8),
+        (geometry(3, 5, 2048, 32, k=1, s=2), np.uint8),
     ]
-    for g in cases:
+    for g, weight_dtype in cases:
         for data_dtype, out_dtype in ((np.uint8, np.uint8), (np.int8, np.int8)):
-            x, w, zx, zw = random_case(rng, g, data_dtype, np.int8, True)
+            x, w, zx, zw = random_case(rng, g, data_dtype, weight_dtype, True)
             acc = reference(g, x, w, zx, zw)
             bias = rng.integers(-5000, 5000, size=g["oc"]).astype(np.int32)
             s_x = np.float32(0.05)

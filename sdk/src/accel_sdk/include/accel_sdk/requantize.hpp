@@ -548,6 +548,12 @@ class ChannelRequantizer {
 
   std::size_t channels() const { return channels_; }
 
+  // Adds delta[c] to channel c's bias (int32 wrap-around, as the bias itself is added).
+  void add_to_bias(const std::vector<std::int32_t>& delta) {
+    if (delta.size() != channels_) throw std::invalid_argument("requantize: a bias change per channel is needed");
+    for (std::size_t c = 0; c < channels_; ++c) k_.bias[c] = detail::wrap_add(k_.bias[c], delta[c]);
+  }
+
   // out[r * out_stride + c] for every row r of the block and channel c < channels().
   // Out is std::uint8_t or std::int8_t (or std::int32_t) and must hold [lo, hi].
   template <class Out>
