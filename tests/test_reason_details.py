@@ -47,12 +47,20 @@ def test_the_pattern_detail_is_kept_beside_the_reason_in_json_and_verbose_text()
 
 @pytest.mark.skipif("ethosn" not in available_backends(), reason="needs accel-ethosn installed")
 def test_a_qdq_models_input_quantize_is_explained_in_ethosns_words():
-    """ethosn quantizes only inside its activation patterns: the model's input quantize is declined for what it
-    is (Backend.declines), not explained by the sigmoid pattern it is not part of."""
+    """ethosn quantizes only inside its activation patterns: the model's input quantize is an edge conversion
+    of its runtime (Backend.edge_ops) when an ethosn partition reads it, and declined for what it is
+    (Backend.declines) when none does; never explained by the sigmoid pattern it is not part of."""
     from accel.plugins import get_backend
 
     graph = accel.import_onnx(default_model_path(quantized=True))
     report = partition_report(graph, [get_backend("ethosn")()])
+    (quantize,) = [n for n in report.nodes if n.op == "qnn.quantize"]
+    assert quantize.backend == "ethosn"
+    assert quantize.reasons["ethosn"].startswith("an edge conversion: ethosn's runtime runs it on the CPU")
+
+    b = GraphBuilder(x=(1, 1, 8, 8))
+    y = b.op("qnn.quantize", b.x["x"], scale=0.05, zero_point=3, out_dtype="uint8")
+    report = partition_report(b.done(y), [get_backend("ethosn")()])
     (quantize,) = [n for n in report.host_nodes() if n.op == "qnn.quantize"]
     assert quantize.reasons["ethosn"].startswith("ethosn takes quantized tensors in")
     assert "expected sigmoid" not in quantize.reasons["ethosn"]

@@ -145,6 +145,18 @@ class Backend:
         report says ``"<op> is not supported by <backend>"``, or why the nearest pattern failed."""
         return {}
 
+    def edge_ops(self) -> Mapping[str, Check]:
+        """Conversions this backend's runtime does itself, on the CPU, at a partition's edges:
+        ``{op: check(node) -> reason | None}`` (an NPU's runtime quantizing a float input before
+        its device runs, laying it out, dequantizing what comes back). A node of one of these ops
+        that no backend claims goes into this backend's partition when it sits at the partition's
+        edge: every reader is a node of this backend (an input edge: it reads values from outside),
+        or every value it reads comes from one (an output edge). Never between two of its device
+        ops, and never a node another backend takes. ``transpose`` here also lets the runtime take
+        the layout transposes of its partitions' inputs. The report says so under the backend's
+        own name."""
+        return {}
+
     def serialize(self, graph: Graph) -> bytes:
         """Encode one partition (a graph of ops and composite calls) as this backend's blob.
 
@@ -186,6 +198,16 @@ class Backend:
             reason = None if decline is None else _reason(decline(node), f"{self.name}'s reason for {node.op}")
             return reason or f"{node.op} is not supported by {self.name}"
         return _reason(check(node), f"{self.name} op check for {node.op}")
+
+    def check_edge(self, node: Node) -> str | None:
+        """Whether this backend's runtime takes ``node`` as an edge conversion: None, or why not."""
+        checks = self.__dict__.get("_edge_checks")
+        if checks is None:
+            checks = self.__dict__["_edge_checks"] = dict(self.edge_ops())
+        check = checks.get(node.op)
+        if check is None:
+            return f"{node.op} is not an edge conversion of {self.name}"
+        return _reason(check(node), f"{self.name} edge check for {node.op}")
 
     def check_match(self, entry: PatternEntry, match: Match) -> str | None:
         if entry.check is None:

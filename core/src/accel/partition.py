@@ -162,6 +162,15 @@ class _Partitioner:
         # per backend: whether it speaks of transpose (then region inputs it takes in another layout
         # are transposed in its body: _Build._inner_transpose)
         self._transposes = ["transpose" in _op_checks(b) for b in backends]
+        # per backend: the ops its runtime converts at a partition's edges (Backend.edge_ops); a
+        # backend whose transposes are edge conversions takes its inputs' layout transposes as such
+        self._edge_ops = [_edge_ops(b) for b in backends]
+        self._transpose_check = [
+            b.check_op if "transpose" in _op_checks(b) or "transpose" not in edge else b.check_edge
+            for b, edge in zip(backends, self._edge_ops, strict=True)
+        ]
+        self._transposes = [t or "transpose" in edge for t, edge in zip(self._transposes, self._edge_ops, strict=True)]
+        self.edges: dict[int, str] = {}  # node index -> "input" / "output": an edge conversion, by the last assign
         for b in backends:
             if b.layout == layout:
                 self._host_view()
@@ -277,6 +286,53 @@ class _Partitioner:
                         self.reasons[i].setdefault(backend.name, reason)
             if backend.layout != self.layout:
                 self._fix_layout(b, backend, vnodes)
+        self.edges = {}
+        if any(self._edge_ops):
+            self._claim_edges()
+
+    def _claim_edges(self) -> None:
+        """Give host nodes at a partition's edge to the backend whose runtime converts them there
+        (Backend.edge_ops): input edges first, readers before what they read (a chain of them), then
+        output edges in order. A node only another backend's nodes read, or that sits between two of
+        this backend's nodes, stays where it is."""
+        owner, users, producer, nodes, outputs = self.owner, self.users, self.producer, self.nodes, self.graph_outputs
+        n = len(nodes)
+        for side, order in (("input", range(n - 1, -1, -1)), ("output", range(n))):
+            for i in order:
+                if owner[i] >= 0:
+                    continue
+                node = nodes[i]
+                for b, ops in enumerate(self._edge_ops):
+                    if node.op not in ops or i in self.banned[b]:
+                        continue
+                    froms = [producer.get(v, -1) for v in node.inputs if v.const is None]
+                    readers = [j for v in node.outputs for j in users.get(v, ())]
+                    if side == "input":
+                        at_edge = (
+                            bool(readers)
+                            and all(owner[j] == b for j in readers)
+                            and not any(v in outputs for v in node.outputs)
+                            and not any(j >= 0 and owner[j] == b for j in froms)
+                        )
+                    else:
+                        at_edge = bool(froms) and all(j >= 0 and owner[j] == b for j in froms)
+                        at_edge = at_edge and not any(owner[j] == b for j in readers)
+                    if not at_edge:
+                        continue
+                    backend = self.backends[b]
+                    vnode = self.views[backend.layout][1][i]
+                    if vnode is None:
+                        continue
+                    reason = self._call_check(backend, partial(backend.check_edge, vnode), vnode)
+                    if reason is not None:  # (said of the node where it sits, over the op check's general word)
+                        self.reasons[i][backend.name] = reason
+                        continue
+                    owner[i] = b
+                    self.edges[i] = side
+                    self.reasons[i][backend.name] = (
+                        f"an edge conversion: {backend.name}'s runtime runs it on the CPU, at its partition's {side}"
+                    )
+                    break
 
     def _claim_composites(self, b: int, backend: Backend, table, view: Graph, vnodes: list[Node | None]) -> None:
         try:
@@ -661,6 +717,7 @@ class _Partitioner:
         names = [bk.name for bk in self.backends]
         before = [names[:b] for b in range(len(names))]  # the backends that declined a node of backend b
         composite, owner, unit, all_reasons = self.composite, self.owner, self.unit, self.reasons
+        edges = self.edges
         # a graph repeats few types: each written once (by identity: the graph keeps them alive,
         # and equal types made apart are only written twice)
         texts: dict[int, str] = {}
@@ -686,6 +743,8 @@ class _Partitioner:
                 }
             else:
                 reasons = {}
+            if i in edges:  # (what the backend that runs it says of it: where and on what)
+                reasons[names[b]] = all_reasons[i][names[b]]
             u = unit[i]
             in_composite = b >= 0 and u in composite
             outputs = []
@@ -990,7 +1049,7 @@ class _Build:
             name=f"{r.name}_{name}_layout",
             output_names=[f"{name}_transposed"],
         )
-        if p._call_check(p.backends[r.b], partial(p.backends[r.b].check_op, node), node) is not None:
+        if p._call_check(p.backends[r.b], partial(p._transpose_check[r.b], node), node) is not None:
             return None, None
         if held is None:
             held = self.original_value(name)  # a graph input, or what the host computed
@@ -1108,6 +1167,11 @@ def _check_raised(backend: Backend, node: Node, exc: Exception) -> PartitionErro
 
 def _pattern_table(backend: Backend) -> list[PatternEntry]:
     return _ask(backend, "its pattern table", lambda: list(backend.pattern_table()))
+
+
+def _edge_ops(backend: Backend) -> frozenset[str]:
+    """The ops the backend's runtime converts at a partition's edges (Backend.edge_ops)."""
+    return _ask(backend, "its edge conversions", lambda: frozenset(backend.edge_ops()))
 
 
 def _op_checks(backend: Backend) -> frozenset[str]:

@@ -34,6 +34,8 @@ class NodeReport:
     #: asked, else for an op the backend has patterns but no op check for, why
     #: the pattern that got furthest did not match
     #: (``"acl.conv2d does not match: this nn.conv2d has dtype float32, expected uint8"``).
+    #: An edge conversion (:meth:`accel.backend.Backend.edge_ops`) also has a line under the name
+    #: of the backend that runs it: that its runtime does it on the CPU, at which edge.
     reasons: dict[str, str] = field(default_factory=dict)
     #: Value names read and written (to draw the graph).
     inputs: list[str] = field(default_factory=list)

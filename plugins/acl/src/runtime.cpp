@@ -390,22 +390,10 @@ class Transpose final : public OneInput {
     const std::vector<int> axes = transpose_axes(c);
     const Shape& x = c.in(0).spec.shape;
     const Shape& y = c.out(0).spec.shape;
-    const int r = x.rank();
-    dnnl::memory::dims dims(static_cast<std::size_t>(r)), in_strides(dims.size()), src_strides(dims.size()),
-        dst_strides(dims.size());
-    std::int64_t in = 1, out = 1;
-    for (int d = r - 1; d >= 0; --d) {
-      in_strides[static_cast<std::size_t>(d)] = in;
-      dst_strides[static_cast<std::size_t>(d)] = out;
-      in *= x[d];
-      out *= y[d];
-    }
-    for (int i = 0; i < r; ++i) {
-      dims[static_cast<std::size_t>(i)] = y[i];
-      src_strides[static_cast<std::size_t>(i)] = in_strides[static_cast<std::size_t>(axes[static_cast<std::size_t>(i)])];
-    }
-    const dt type = onednn::data_type(c.in(0).spec.dtype);
-    const dnnl::memory::desc src(dims, type, src_strides), dst(dims, type, dst_strides);
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(x.rank()));
+    for (int d = 0; d < x.rank(); ++d) dims[static_cast<std::size_t>(d)] = x[d];
+    const onednn::PermuteDescs p = onednn::permute_descs(dims.data(), x.rank(), axes.data(), c.in(0).spec.dtype);
+    const dnnl::memory::desc &src = p.from, &dst = p.to;
     set<dnnl::reorder>(c, "transpose", static_cast<double>(y.elements()), src, dst, [&] {
       return dnnl::reorder::primitive_desc(onednn::engine(), src, onednn::engine(), dst, user_scratchpad());
     });

@@ -20,6 +20,7 @@
 // pooling and mean with their rounding, byte moves) is ours.
 #include <accel_sdk/arena.hpp>
 #include <accel_sdk/blob_reader.hpp>
+#include <accel_sdk/float_ops.hpp>
 #include <accel_sdk/geometry.hpp>
 #include <accel_sdk/graph_runtime.hpp>
 #include <accel_sdk/int_ops.hpp>
@@ -34,6 +35,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
@@ -64,7 +66,13 @@ constexpr std::size_t kAlign = 64;
 constexpr std::uint32_t kMaxSramKib = 64 * 1024;
 
 enum Kind : std::uint8_t { INPUT = 0, OUTPUT = 1, ARENA = 2 };
-enum Opcode : std::uint8_t { CONV = 1, FC = 2, MAXPOOL = 3, AVGPOOL = 4, MEAN = 5, LUT = 6, ADD = 7, GATHER = 8, CONCAT = 9 };
+// QUANTIZE, DEQUANTIZE and TRANSPOSE are the conversions at a stream's edges (float32 data in or out),
+// which the runtime does on the CPU around the NPU's commands; every other command is 8-bit.
+enum Opcode : std::uint8_t {
+  CONV = 1, FC = 2, MAXPOOL = 3, AVGPOOL = 4, MEAN = 5, LUT = 6, ADD = 7, GATHER = 8, CONCAT = 9,
+  QUANTIZE = 10, DEQUANTIZE = 11, TRANSPOSE = 12
+};
+constexpr int kOpcodes = 13;
 
 struct Tensor {
   TensorSpec spec;
@@ -561,6 +569,93 @@ std::unique_ptr<Command> make_fc(const Tensor& tx, const Tensor& ty, const Const
   return std::make_unique<LinearCommand>(spec, ty, bias, mult, shift, p[1], p[2], p[3], threads);
 }
 
+// -- the conversions at a stream's edges, on the CPU -----------------------------------------
+
+float scale_of(std::int32_t bits, const char* what) {
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  if (!(scale > 0.f) || !std::isfinite(scale)) bad(std::string(what) + ": the scale must be finite and > 0");
+  return scale;
+}
+
+void need_same_shape(const Tensor& x, const Tensor& y, const char* what) {
+  if (x.spec.shape != y.spec.shape) bad(std::string(what) + ": input " + x.spec.describe() + " and output " + y.spec.describe() + " differ in shape");
+}
+
+// quantize: float32 to uint8/int8 per tensor, [scale's float32 bits, zero point] (accel-sdk's
+// quant::Quantizer: accel.quant's definition bit for bit).
+class QuantizeCommand final : public Command {
+ public:
+  QuantizeCommand(const Tensor& x, const Tensor& y, const std::vector<std::int32_t>& p) : n_(static_cast<std::size_t>(x.spec.shape.elements())) {
+    need_params(p, 2, "quantize");
+    if (x.spec.dtype != ACCEL_FLOAT32 || !is_8bit(y)) bad("quantize: float32 in, uint8 or int8 out");
+    need_same_shape(x, y, "quantize");
+    const std::int64_t lo = y.spec.dtype == ACCEL_UINT8 ? 0 : -128;
+    need_range(p[1], lo, lo + 255, "quantize zero point");
+    q_ = q::Quantizer(scale_of(p[0], "quantize"), p[1], lo, lo + 255);
+  }
+  void run(Exec& e) const override { q_.run(e.in<float>(0), e.out<std::uint8_t>(0), n_); }
+
+ private:
+  std::size_t n_;
+  q::Quantizer q_;
+};
+
+// dequantize: uint8/int8 to float32 per tensor, [scale's float32 bits, zero point]: float32(q - z) * s.
+class DequantizeCommand final : public Command {
+ public:
+  DequantizeCommand(const Tensor& x, const Tensor& y, const std::vector<std::int32_t>& p)
+      : n_(static_cast<std::size_t>(x.spec.shape.elements())), signed_(x.spec.dtype == ACCEL_INT8) {
+    need_params(p, 2, "dequantize");
+    if (!is_8bit(x) || y.spec.dtype != ACCEL_FLOAT32) bad("dequantize: uint8 or int8 in, float32 out");
+    need_same_shape(x, y, "dequantize");
+    const std::int64_t lo = signed_ ? -128 : 0;
+    need_range(p[1], lo, lo + 255, "dequantize zero point");
+    scale_ = scale_of(p[0], "dequantize");
+    zero_ = p[1];
+  }
+  void run(Exec& e) const override {
+    if (signed_) {
+      q::dequantize(e.in<std::int8_t>(0), e.out<float>(0), n_, scale_, zero_);
+    } else {
+      q::dequantize(e.in<std::uint8_t>(0), e.out<float>(0), n_, scale_, zero_);
+    }
+  }
+
+ private:
+  std::size_t n_;
+  bool signed_;
+  float scale_ = 1.f;
+  std::int32_t zero_ = 0;
+};
+
+// transpose: [axes...] (output axis i is input axis axes[i]), one dtype, rank <= 4: one oneDNN reorder.
+class TransposeCommand final : public Command {
+ public:
+  TransposeCommand(const Tensor& x, const Tensor& y, const std::vector<std::int32_t>& p) {
+    const int r = static_cast<int>(x.spec.shape.rank());
+    if (x.spec.dtype != y.spec.dtype) bad("transpose: input and output dtypes differ");
+    if (r < 1 || static_cast<int>(y.spec.shape.rank()) != r) bad("transpose: input and output ranks differ, or rank 0");
+    need_params(p, static_cast<std::size_t>(r), "transpose");
+    std::vector<int> axes(p.begin(), p.end());
+    std::vector<bool> seen(static_cast<std::size_t>(r), false);
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(r));
+    for (int i = 0; i < r; ++i) {
+      need_range(axes[static_cast<std::size_t>(i)], 0, r - 1, "transpose axis");
+      if (seen[static_cast<std::size_t>(axes[static_cast<std::size_t>(i)])]) bad("transpose: the axes are not a permutation");
+      seen[static_cast<std::size_t>(axes[static_cast<std::size_t>(i)])] = true;
+      if (y.spec.shape[i] != x.spec.shape[axes[static_cast<std::size_t>(i)]]) bad("transpose: output " + y.spec.describe() + " is not the input " + x.spec.describe() + " permuted");
+      dims[static_cast<std::size_t>(i)] = x.spec.shape[i];
+    }
+    if (x.spec.shape.elements() == 0) bad("transpose: empty tensor");
+    permute_ = dnn::Permute(dims.data(), r, axes.data(), x.spec.dtype);
+  }
+  void run(Exec& e) const override { permute_.run(e.in<std::uint8_t>(0), e.out<std::uint8_t>(0)); }
+
+ private:
+  dnn::Permute permute_;
+};
+
 class EthosnRuntime {
  public:
   static std::string kernel_library() { return dnn::Call::library(); }
@@ -574,8 +669,8 @@ class EthosnRuntime {
     rt->plan();
     const char* prof = std::getenv("ETHOSN_PROFILE");
     if (prof != nullptr && *prof != '\0' && *prof != '0') {
-      rt->profile_.reset(new std::atomic<std::uint64_t>[10]);
-      for (int k = 0; k < 10; ++k) rt->profile_[k] = 0;
+      rt->profile_.reset(new std::atomic<std::uint64_t>[kOpcodes]);
+      for (int k = 0; k < kOpcodes; ++k) rt->profile_[k] = 0;
     }
     return rt;
   }
@@ -613,9 +708,10 @@ class EthosnRuntime {
   // ETHOSN_PROFILE=1: time spent per command kind, printed to stderr when the stream is unloaded.
   ~EthosnRuntime() {
     if (!profile_) return;
-    static const char* names[] = {"", "conv", "fc", "maxpool", "avgpool", "mean", "lut", "add", "gather", "concat"};
+    static const char* names[kOpcodes] = {"",    "conv", "fc",     "maxpool",  "avgpool",    "mean",     "lut",
+                                          "add", "gather", "concat", "quantize", "dequantize", "transpose"};
     std::string line = "ethosn profile (ms):";
-    for (int k = 1; k <= 9; ++k) {
+    for (int k = 1; k < kOpcodes; ++k) {
       const std::uint64_t ns = profile_[k].load();
       if (ns) line += std::string(" ") + names[k] + "=" + std::to_string(ns / 1000000.0);
     }
@@ -648,13 +744,15 @@ class EthosnRuntime {
       Tensor& t = tensors_[i];
       const std::size_t at = blob.offset();
       t.spec.dtype = blob.read<std::uint8_t>("dtype");
-      if (t.spec.dtype != ACCEL_UINT8 && t.spec.dtype != ACCEL_INT8) blob.fail_at(at, "tensor " + std::to_string(i) + ": dtype code " + std::to_string(t.spec.dtype) + ", must be uint8 or int8");
+      if (t.spec.dtype != ACCEL_UINT8 && t.spec.dtype != ACCEL_INT8 && t.spec.dtype != ACCEL_FLOAT32) {
+        blob.fail_at(at, "tensor " + std::to_string(i) + ": dtype code " + std::to_string(t.spec.dtype) + ", must be uint8, int8 or float32");
+      }
       const auto rank = blob.read_in_range<std::uint8_t>(0, 4, "rank");
       std::int64_t dims[ACCEL_MAX_RANK] = {};
       for (std::uint8_t d = 0; d < rank; ++d) dims[d] = blob.read_in_range<std::uint32_t>(0, static_cast<std::uint32_t>(kMaxDim - 1), "dimension");
       t.spec.shape = Shape(dims, rank);
       if (t.spec.shape.elements() > kMaxElements) blob.fail("tensor " + t.spec.describe() + " has more than 2^40 elements");
-      t.bytes = t.spec.shape.elements();
+      t.bytes = accel_sdk::checked_mul(static_cast<std::size_t>(t.spec.shape.elements()), t.spec.dtype == ACCEL_FLOAT32 ? 4 : 1, "tensor");
       const std::size_t kat = blob.offset();
       t.kind = static_cast<Kind>(blob.read_in_range<std::uint8_t>(INPUT, ARENA, "tensor kind"));
       t.slot = blob.read<std::uint64_t>("slot");
@@ -711,7 +809,7 @@ class EthosnRuntime {
     for (std::size_t t = 0; t < tensors_.size(); ++t) defined[t] = tensors_[t].kind == INPUT;
     for (std::uint32_t i = 0; i < n; ++i) {
       const std::size_t at = blob.offset();
-      const auto op = blob.read_in_range<std::uint8_t>(CONV, CONCAT, "opcode");
+      const auto op = blob.read_in_range<std::uint8_t>(CONV, TRANSPOSE, "opcode");
       const auto ins = blob.read_counted_array<std::uint32_t>("command inputs", 1u << 16);
       const auto outs = blob.read_counted_array<std::uint32_t>("command outputs", 1u << 16);
       const auto consts = blob.read_counted_array<std::uint32_t>("command constants", 16);
@@ -770,7 +868,23 @@ class EthosnRuntime {
     };
     auto T = [&](std::uint32_t id) -> const Tensor& { return tensors_[id]; };
     auto C = [&](std::size_t k) -> const Constant& { return constants_[consts[k]]; };
+    if (op < QUANTIZE) {  // the NPU's commands: 8-bit tensors only
+      for (const auto* ids : {&ins, &outs}) {
+        for (std::uint32_t id : *ids) {
+          if (!is_8bit(T(id))) bad("tensor " + std::to_string(id) + " is " + T(id).spec.describe() + ": only an edge conversion reads or writes float32");
+        }
+      }
+    }
     switch (op) {
+      case QUANTIZE:
+        arity(1, 1, 0, "quantize");
+        return std::make_unique<QuantizeCommand>(T(ins[0]), T(outs[0]), p);
+      case DEQUANTIZE:
+        arity(1, 1, 0, "dequantize");
+        return std::make_unique<DequantizeCommand>(T(ins[0]), T(outs[0]), p);
+      case TRANSPOSE:
+        arity(1, 1, 0, "transpose");
+        return std::make_unique<TransposeCommand>(T(ins[0]), T(outs[0]), p);
       case LUT:
         arity(1, 1, 1, "lut");
         need_params(p, 1, "lut");

@@ -373,6 +373,14 @@ def float_and_integer_forms() -> list[Refusal]:
         "(ethosn quantizes only a sigmoid's, tanh's or leaky relu's result, inside ethosn.qnn_sigmoid and its kin)"
     )
     out.append(Refusal("input quantize", b.done(y), reason))
+
+    # the same quantize at a partition's input is an edge conversion of ethosn's runtime, of float32 only
+    b = GraphBuilder(x=TensorType((1, 4, 8, 8), "float64"))
+    y = b.op("qnn.quantize", b.x["x"], scale=0.05, zero_point=128, out_dtype="uint8")
+    y = qconv(b, y, 4, rng=RNG)
+    g = b.done(y)
+    reason = "ethosn's runtime quantizes float32 data only, got float64"
+    out.append(Refusal("float64 input quantize at a partition's edge", g, reason, _named(g, "qnn.quantize")))
     return out
 
 

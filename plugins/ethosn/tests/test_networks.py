@@ -12,6 +12,7 @@ from accel.models import default_model_path, load_digits_test
 from accel.testing import modelgen
 
 QUANTIZED_WORK = {"qnn.conv2d", "qnn.add", "nn.max_pool2d", "nn.global_avg_pool2d", "qnn.dense"}
+EDGES = {"qnn.quantize", "qnn.dequantize", "transpose"}
 
 
 def _ops(graph) -> list[str]:
@@ -27,6 +28,12 @@ def _check(model_bytes: bytes, feeds: list[dict[str, np.ndarray]], tmp_path) -> 
     assert [b for _, b in art.partitions] == ["ethosn"], art.partitions
     host = [n.op for n in art.report.host_nodes()]
     assert not QUANTIZED_WORK & set(host), host
+    # the float input's quantize and layout, and the result's dequantize: ethosn's runtime's, at the edges
+    edges = {n.op: n.reasons["ethosn"] for n in art.report.nodes if n.op in EDGES}
+    assert edges and all(
+        why.startswith("an edge conversion: ethosn's runtime runs it on the CPU") for why in edges.values()
+    )
+    assert not EDGES & set(host), host
     (region,) = [n for n in art.graph.nodes if n.op == "call"]
     inside = _ops(region.body)
     want_work = [op for op in _ops(graph) if op in QUANTIZED_WORK]

@@ -7,9 +7,11 @@ import struct
 import numpy as np
 import pytest
 from accel_ethosn import EthosnBackend, EthosnOptions, _runtime
-from accel_ethosn.compiler import ARENA, GATHER, compile_partition
+from accel_ethosn.compiler import ARENA, CONV, DEQUANTIZE, GATHER, QUANTIZE, TRANSPOSE, compile_partition
 from ethosn_cases import int8_pools_and_moves
+from ethosn_graphs import qconv
 
+from accel.builder import GraphBuilder
 from accel.partition import partition_graph
 
 
@@ -91,3 +93,40 @@ def test_sram_sizes_the_options_allow_load(kib):
     s = _stream()
     s.config = (1, 2, kib)
     _runtime.Runtime(s.to_bytes())
+
+
+def _edge_stream():
+    """A float32 input quantized, laid out in NHWC, convolved and dequantized: the edge commands around a conv."""
+    b = GraphBuilder(x=(1, 4, 8, 8))
+    y = b.op("qnn.quantize", b.x["x"], scale=0.05, zero_point=128, out_dtype="uint8")
+    y = qconv(b, y, 4, rng=np.random.default_rng(3))
+    g = b.done(b.op("qnn.dequantize", y))
+    (region,) = partition_graph(g, [EthosnBackend()]).regions
+    assert region.body is not None
+    return compile_partition(region.body)
+
+
+def test_edge_conversions_are_checked_at_create():
+    s = _edge_stream()
+    assert [c.name for c in s.commands][:2] == ["transpose", "quantize"] and s.commands[-1].name == "dequantize"
+    _runtime.Runtime(s.to_bytes())
+
+    s = _edge_stream()
+    quantize = next(c for c in s.commands if c.opcode == QUANTIZE)
+    quantize.params[0] = int(np.float32(-1.0).view(np.int32))
+    _refused(s.to_bytes(), "quantize: the scale must be finite and > 0")
+
+    s = _edge_stream()
+    dequantize = next(c for c in s.commands if c.opcode == DEQUANTIZE)
+    dequantize.params[1] = 300
+    _refused(s.to_bytes(), "dequantize zero point=300")
+
+    s = _edge_stream()
+    transpose = next(c for c in s.commands if c.opcode == TRANSPOSE)
+    transpose.params = [0, 2, 2, 1]
+    _refused(s.to_bytes(), "not a permutation")
+
+    s = _edge_stream()  # the NPU's commands read and write 8-bit tensors only
+    conv = next(c for c in s.commands if c.opcode == CONV)
+    conv.ins[0] = next(c for c in s.commands if c.opcode == TRANSPOSE).outs[0]
+    _refused(s.to_bytes(), "only an edge conversion reads or writes float32")

@@ -120,6 +120,40 @@ def test_integer_forms_no_graph_reaches(op, form):
     assert support.check_float_form(node) == f"ethosn runs {op} only as {form}"
 
 
+def test_edge_conversion_reasons_no_graph_reaches():
+    """The edge checks' refusals that a graph meets a device op's first (a per-axis or rank-5
+    tensor at a partition's edge is one no ethosn op reads or writes either)."""
+
+    def node(op, x: TensorType, y: TensorType, **attrs):
+        return Node(op, [Value("x", x)], attrs, [y], name="n", output_names=["y"])
+
+    per_axis = TensorType((1, 8, 8, 4), "uint8", QuantParams(np.full(4, 0.05, np.float32), np.full(4, 128), axis=3))
+    f32, f64 = TensorType((1, 8, 8, 4), "float32"), TensorType((1, 8, 8, 4), "float64")
+    assert support.check_edge_quantize(node("qnn.quantize", f32, per_axis)) == (
+        "the quantize's output is quantized per axis (3); ethosn's runtime converts per-tensor data only"
+    )
+    assert support.check_edge_quantize(node("qnn.quantize", f64, qt((1, 8, 8, 4)))) == (
+        "ethosn's runtime quantizes float32 data only, got float64"
+    )
+    rank5 = TensorType((1, 2, 2, 2, 2), "float32")
+    assert support.check_edge_quantize(node("qnn.quantize", rank5, qt((1, 2, 2, 2, 2)))) == (
+        "dimensions=5, dimensions must be <= 4;"
+    )
+    assert support.check_edge_dequantize(node("qnn.dequantize", per_axis, f32)) == (
+        "the dequantize's input is quantized per axis (3); ethosn's runtime converts per-tensor data only"
+    )
+    assert support.check_edge_dequantize(node("qnn.dequantize", qt((1, 8, 8, 4), "int32"), f32)) == (
+        "dtype='int32', dtype must be either uint8 or int8"
+    )
+    assert support.check_edge_transpose(
+        node("transpose", TensorType((1, 8, 8, 4), "int32"), f32, axes=(0, 3, 1, 2))
+    ) == ("ethosn's runtime transposes uint8, int8 or float32 data, got int32")
+    assert support.check_edge_transpose(node("transpose", rank5, rank5, axes=(0, 1, 2, 4, 3))) == (
+        "dimensions=5, dimensions must be <= 4;"
+    )
+    assert support.check_edge_transpose(node("transpose", f32, f32, axes=(0, 3, 1, 2))) is None
+
+
 # -- options ------------------------------------------------------------------------------------
 
 

@@ -2,7 +2,9 @@
 
 Quantized networks only (uint8 / int8 activations, NHWC, batch 1, rank ≤ 4).
 Laid out as every plugin: :mod:`accel_ethosn.support` answers "is it
-supported?" with a reason for every refusal (``PATTERNS``, ``OP_CHECKS``);
+supported?" with a reason for every refusal (``PATTERNS``, ``OP_CHECKS``,
+and ``EDGE_OPS``: the quantize, layout transpose and dequantize its runtime
+does on the CPU at a partition's edges, around the NPU's work);
 :mod:`accel_ethosn.serializer` turns each partition into a binary command
 stream, compiled by :mod:`accel_ethosn.compiler` with its memory planned at
 compile time; :mod:`accel_ethosn.options` is the NPU configuration; the C++
@@ -17,9 +19,11 @@ accel finds the backend through the entry point in pyproject.toml (group
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from accel_sdk.backend import PluginBackend
 
-from accel.backend import CostHints, RegionInfo
+from accel.backend import Check, CostHints, RegionInfo
 from accel.hookspecs import hookimpl
 from accel.ir import Graph
 from accel_ethosn import serializer, support
@@ -51,6 +55,9 @@ class EthosnBackend(PluginBackend):
                 f"{region.boundary_bytes} boundary bytes, so it runs on the host"
             )
         return reason
+
+    def edge_ops(self) -> Mapping[str, Check]:
+        return dict(support.EDGE_OPS)
 
     def serialize(self, graph: Graph) -> bytes:
         opts = self.options

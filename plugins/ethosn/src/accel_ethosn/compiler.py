@@ -43,8 +43,9 @@ NONE = 0xFFFFFFFF
 # tensor kinds
 INPUT, OUTPUT, ARENA = 0, 1, 2
 
-# opcodes
-CONV, FC, MAXPOOL, AVGPOOL, MEAN, LUT, ADD, GATHER, CONCAT = range(1, 10)
+# opcodes (QUANTIZE, DEQUANTIZE and TRANSPOSE are the conversions the runtime does on the CPU at
+# the stream's edges: support.EDGE_OPS)
+CONV, FC, MAXPOOL, AVGPOOL, MEAN, LUT, ADD, GATHER, CONCAT, QUANTIZE, DEQUANTIZE, TRANSPOSE = range(1, 13)
 OPCODE_NAMES = {
     CONV: "conv",
     FC: "fc",
@@ -55,6 +56,9 @@ OPCODE_NAMES = {
     ADD: "add",
     GATHER: "gather",
     CONCAT: "concat",
+    QUANTIZE: "quantize",
+    DEQUANTIZE: "dequantize",
+    TRANSPOSE: "transpose",
 }
 
 
@@ -257,8 +261,8 @@ class _Compiler:
         return t
 
     def new_tensor(self, t: TensorType) -> int:
-        if t.dtype not in ("uint8", "int8"):
-            raise PartitionError(f"ethosn: tensor {t} must be uint8 or int8")
+        if t.dtype not in ("uint8", "int8", "float32"):
+            raise PartitionError(f"ethosn: tensor {t} must be uint8, int8 or (at an edge conversion) float32")
         self.tensors.append(Tensor(t))
         return len(self.tensors) - 1
 
@@ -275,8 +279,8 @@ class _Compiler:
         for k, v in enumerate(g.inputs):
             self.ids[id(v)] = len(self.tensors)
             self.tensors.append(Tensor(v.type, INPUT, k))
-            if v.type.dtype not in ("uint8", "int8"):
-                raise PartitionError(f"ethosn: input %{v.name} is {v.type.dtype}, must be uint8 or int8")
+            if v.type.dtype not in ("uint8", "int8", "float32"):
+                raise PartitionError(f"ethosn: input %{v.name} is {v.type.dtype}, must be uint8, int8 or float32")
         for node in g.nodes:
             if node.op == CALL_OP:
                 self.composite(node)
@@ -319,6 +323,30 @@ class _Compiler:
             self.concat(node)
         elif op in ("reshape", "split", "nn.depth_to_space"):
             self.gather_op(node, node.inputs[0], node.outputs)
+        elif op in ("qnn.quantize", "qnn.dequantize"):
+            x, y = node.inputs[0], node.outputs[0]
+            q = (y if op == "qnn.quantize" else x).type.quant
+            if q is None or q.axis is not None:
+                raise PartitionError(f"ethosn: {op} {node.name!r} must be per tensor")
+            scale_bits = int(np.asarray(q.scale, np.float32).reshape(()).view(np.int32))
+            params = [scale_bits, int(np.asarray(q.zero_point).reshape(()))]
+            self.emit(
+                QUANTIZE if op == "qnn.quantize" else DEQUANTIZE,
+                [self.tensor(x)],
+                [self.tensor(y)],
+                [],
+                params,
+                node.name,
+            )
+        elif op == "transpose":
+            x = node.inputs[0]
+            rank = x.type.rank
+            axes = (
+                tuple(range(rank - 1, -1, -1))
+                if node.attrs["axes"] is None
+                else tuple(a % rank for a in node.attrs["axes"])
+            )
+            self.emit(TRANSPOSE, [self.tensor(x)], [self.tensor(node.outputs[0])], [], list(axes), node.name)
         else:
             raise PartitionError(f"ethosn: the compiler has no command for {op} (node {node.name!r})")
 

@@ -516,6 +516,46 @@ def check_quantize(node: Node) -> Reason:
     )
 
 
+def _per_tensor(t: TensorType, what: str) -> Reason:
+    q = t.quant
+    if q is None:
+        return f"the {what} has no quantization parameters"
+    if q.axis is not None:
+        return f"the {what} is quantized per axis ({q.axis}); ethosn's runtime converts per-tensor data only"
+    return None
+
+
+def check_edge_quantize(node: Node) -> Reason:
+    """A float32 input quantized per tensor to uint8/int8 before the NPU (ethosn's runtime, on the CPU)."""
+    x, y = node.inputs[0].type, node.output.type
+    if x.dtype != "float32":
+        return f"ethosn's runtime quantizes float32 data only, got {x.dtype}"
+    return check_rank(x) or check_dtype(y, ACT_DTYPES) or _per_tensor(y, "quantize's output")
+
+
+def check_edge_dequantize(node: Node) -> Reason:
+    """A uint8/int8 output dequantized per tensor to float32 after the NPU (ethosn's runtime, on the CPU)."""
+    x = node.inputs[0].type
+    return check_rank(x) or check_dtype(x, ACT_DTYPES) or _per_tensor(x, "dequantize's input")
+
+
+def check_edge_transpose(node: Node) -> Reason:
+    """A permutation of an input of at most 4 dimensions before the NPU (ethosn's runtime, on the CPU)."""
+    x = node.inputs[0].type
+    if x.dtype not in (*ACT_DTYPES, "float32"):
+        return f"ethosn's runtime transposes uint8, int8 or float32 data, got {x.dtype}"
+    return check_rank(x)
+
+
+#: What ethosn's runtime converts itself, on the CPU, at a partition's edges (Backend.edge_ops):
+#: the NPU takes 8-bit NHWC tensors in and gives them back, so a model's float input is
+#: quantized and laid out before the command stream runs and its result dequantized after.
+EDGE_OPS: dict[str, Callable[[Node], Reason]] = {
+    "qnn.quantize": check_edge_quantize,
+    "qnn.dequantize": check_edge_dequantize,
+    "transpose": check_edge_transpose,
+}
+
 #: Ops ethosn never takes alone, and what it says of them (Backend.declines).
 DECLINES: dict[str, Callable[[Node], Reason]] = {
     **dict.fromkeys(QUANTIZED_FORMS, check_float_form),

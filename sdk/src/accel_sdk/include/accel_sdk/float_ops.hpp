@@ -302,6 +302,53 @@ class Reorder {
   bool needed_ = false;
 };
 
+// A transpose as oneDNN memory descriptors: `from`, the input (dims[rank], dtype code) read
+// through the strides its axes take in the output (output axis i is input axis axes[i]); `to`,
+// the plain output. One reorder from one to the other is the transpose (acl's transpose, ethosn's
+// layout conversions at its partitions' edges).
+struct PermuteDescs {
+  dnnl::memory::desc from, to;
+};
+
+inline PermuteDescs permute_descs(const std::int64_t* dims, int rank, const int* axes, std::int32_t dtype) {
+  const auto r = static_cast<std::size_t>(rank);
+  dnnl::memory::dims out_dims(r), in_strides(r), from_strides(r), to_strides(r);
+  for (std::size_t i = 0; i < r; ++i) out_dims[i] = dims[axes[i]];
+  std::int64_t in = 1, out = 1;
+  for (std::size_t d = r; d-- > 0;) {
+    in_strides[d] = in;
+    to_strides[d] = out;
+    in *= dims[d];
+    out *= out_dims[d];
+  }
+  for (std::size_t i = 0; i < r; ++i) from_strides[i] = in_strides[static_cast<std::size_t>(axes[i])];
+  const dnnl::memory::data_type type = data_type(dtype);
+  return {dnnl::memory::desc(out_dims, type, from_strides), dnnl::memory::desc(out_dims, type, to_strides)};
+}
+
+// permute_descs as one reorder made at create; run() on the calling thread's stream and on one
+// thread (a layout transpose is memory-bound: oneDNN's team would cost its wake-up).
+class Permute {
+ public:
+  Permute() = default;
+  Permute(const std::int64_t* dims, int rank, const int* axes, std::int32_t dtype)
+      : d_(permute_descs(dims, rank, axes, dtype)) {
+    ThreadScope scope(1);
+    prim_ = guard("transpose create",
+                  [&] { return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), d_.from, engine(), d_.to)); });
+  }
+  void run(const void* in, void* out) const {
+    ThreadScope scope(1);
+    Stream stream;
+    const dnnl::memory from = thread_memory(kSrcMemory, d_.from, in), to = thread_memory(kDstMemory, d_.to, out);
+    guard("transpose", [&] { execute(prim_, stream.get(), {{DNNL_ARG_FROM, &from}, {DNNL_ARG_TO, &to}}); });
+  }
+
+ private:
+  PermuteDescs d_;
+  dnnl::reorder prim_;
+};
+
 struct FloatConvSpec {
   ConvShape shape;
   const float* weights = nullptr;  // shape.weight_count() floats in weight_layout
