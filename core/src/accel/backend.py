@@ -184,27 +184,25 @@ class Backend:
         "Arm Compute Library v20.08"), or "" when the runtime does not say (``KERNEL_LIBRARY``)."""
         return str(getattr(self.runtime_module(), "KERNEL_LIBRARY", "") or "")
 
+    def _table(self, key: str, build: Callable[[], Mapping[str, Check]]) -> dict[str, Check]:
+        """A hook's table of checks, asked once per backend instance."""
+        table = self.__dict__.get(key)
+        if table is None:
+            table = self.__dict__[key] = dict(build())
+        return table
+
     def check_op(self, node: Node) -> str | None:
         """Whether this backend takes ``node`` alone: None, or the reason it does not."""
-        checks = self.__dict__.get("_op_checks")
-        if checks is None:
-            checks = self.__dict__["_op_checks"] = dict(self.op_checks())
-        check = checks.get(node.op)
+        check = self._table("_op_checks", self.op_checks).get(node.op)
         if check is None:
-            declines = self.__dict__.get("_declines")
-            if declines is None:
-                declines = self.__dict__["_declines"] = dict(self.declines())
-            decline = declines.get(node.op)
+            decline = self._table("_declines", self.declines).get(node.op)
             reason = None if decline is None else _reason(decline(node), f"{self.name}'s reason for {node.op}")
             return reason or f"{node.op} is not supported by {self.name}"
         return _reason(check(node), f"{self.name} op check for {node.op}")
 
     def check_edge(self, node: Node) -> str | None:
         """Whether this backend's runtime takes ``node`` as an edge conversion: None, or why not."""
-        checks = self.__dict__.get("_edge_checks")
-        if checks is None:
-            checks = self.__dict__["_edge_checks"] = dict(self.edge_ops())
-        check = checks.get(node.op)
+        check = self._table("_edge_checks", self.edge_ops).get(node.op)
         if check is None:
             return f"{node.op} is not an edge conversion of {self.name}"
         return _reason(check(node), f"{self.name} edge check for {node.op}")
