@@ -223,7 +223,12 @@ def test_a_real_interrupt_while_plugins_load_still_stops_the_command():
             signal.raise_signal(signal.SIGINT)
             return _plugin(FakeBackend)
 
-    before = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt):
-        discover([Slow()])
-    assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
+    # Python's own handler, as in a terminal: a process started in the background by a shell
+    # without job control inherits SIGINT ignored, and then Ctrl+C does nothing anywhere
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            discover([Slow()])
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+    finally:
+        signal.signal(signal.SIGINT, inherited)
