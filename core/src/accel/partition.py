@@ -302,11 +302,13 @@ class _Partitioner:
                 if owner[i] >= 0:
                     continue
                 node = nodes[i]
+                if not any(node.op in ops for ops in self._edge_ops):
+                    continue
+                froms = [producer.get(v, -1) for v in node.inputs if v.const is None]
+                readers = [j for v in node.outputs for j in users.get(v, ())]
                 for b, ops in enumerate(self._edge_ops):
                     if node.op not in ops or i in self.banned[b]:
                         continue
-                    froms = [producer.get(v, -1) for v in node.inputs if v.const is None]
-                    readers = [j for v in node.outputs for j in users.get(v, ())]
                     if side == "input":
                         at_edge = (
                             bool(readers)

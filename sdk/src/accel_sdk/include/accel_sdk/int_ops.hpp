@@ -178,6 +178,9 @@ class IntConv {
   }
   // The path create chose: "f32" (oneDNN's f32 convolution, exact for this layer) or "int8".
   const char* path() const { return f32_ ? "f32" : "int8"; }
+  // sum_k (w_ck - z_w) of each output channel c over its taps (what a data zero point would
+  // take from every output of c without padding).
+  const std::vector<std::int64_t>& weight_sums() const { return weight_sums_; }
 
   // Rows [row0, row0 + n) of an output of run(), for quant::ChannelRequantizer::run.
   quant::AccBlock block(const std::int32_t* acc, std::size_t row0, std::size_t n) const {
@@ -295,7 +298,7 @@ class IntConv {
     for (std::int64_t o = 0; o < OC; ++o) {
       const auto& zw = spec.weight_zero_points;
       const std::int32_t z = zw[zw.size() == 1 ? 0 : static_cast<std::size_t>(o)];
-      std::int64_t sum_abs = 0;
+      std::int64_t sum_abs = 0, sum = 0;
       for (std::int64_t i = 0; i < ICg; ++i) {
         for (std::int64_t y = 0; y < KH; ++y) {
           for (std::int64_t x = 0; x < KW; ++x) {
@@ -306,10 +309,12 @@ class IntConv {
             w[static_cast<std::size_t>(o * taps + (i * KH + y) * KW + x)] = c;
             max_abs = std::max(max_abs, a);
             sum_abs += a;
+            sum += c;
           }
         }
       }
       max_sum = std::max(max_sum, sum_abs);
+      weight_sums_.push_back(sum);
       if (255 * sum_abs > 2147483647LL) {
         throw Error("int8 convolution: output channel " + std::to_string(o) +
                         " could overflow its int32 accumulator (255 * sum|w - z_w| > 2^31 - 1)",
@@ -547,6 +552,7 @@ class IntConv {
   std::int64_t band_rows_ = 0;
   std::vector<detail::IntBand> bands_;  // distinct convolutions
   std::vector<std::size_t> band_of_;    // band index -> bands_ entry
+  std::vector<std::int64_t> weight_sums_;  // per output channel
 };
 
 // The work of an int8 layer in dense multiply-accumulates, for threads_for(work, threads,
@@ -579,7 +585,7 @@ class IntConvRequantize {
                       std::to_string(spec.shape.out_channels),
                   dnnl_invalid_arguments);
     }
-    if (folds_zero_point(spec)) rq_.add_to_bias(zero_point_terms(spec));
+    if (folds_zero_point(spec)) rq_.add_to_bias(zero_point_terms(spec, conv_.weight_sums()));
   }
 
   const IntConv& conv() const { return conv_; }
@@ -663,35 +669,27 @@ class IntConvRequantize {
   // with VNNI, stay exact at any size in one weight part.
   static bool folds_zero_point(const IntConvSpec& spec) {
     const geometry::Window2d& w = spec.shape.window;
-    const std::int32_t none = spec.data_dtype == ACCEL_INT8 ? -128 : 0;
     return w.kh == 1 && w.kw == 1 && w.pt == 0 && w.pl == 0 && w.pb == 0 && w.pr == 0 && spec.path != IntConvPath::f32 &&
-           spec.data_zero_point != none;
+           spec.data_zero_point != no_zero_point(spec);
   }
+
+  // The data zero point oneDNN convolves without one at: 0 on the uint8 scale IntConv computes on.
+  static std::int32_t no_zero_point(const IntConvSpec& spec) { return spec.data_dtype == ACCEL_INT8 ? -128 : 0; }
 
   // The spec IntConv computes: the data's zero point taken out when folds_zero_point.
   static IntConvSpec centred_in_bias(const IntConvSpec& spec) {
     IntConvSpec s = spec;
-    if (folds_zero_point(spec)) s.data_zero_point = spec.data_dtype == ACCEL_INT8 ? -128 : 0;
+    if (folds_zero_point(spec)) s.data_zero_point = no_zero_point(spec);
     return s;
   }
 
-  // -z_x * sum_k (w_ck - z_w) per output channel c, wrapped to int32; z_x on the uint8 scale
-  // IntConv computes on (int8 data is x + 128 there).
-  static std::vector<std::int32_t> zero_point_terms(const IntConvSpec& spec) {
-    const ConvShape& s = spec.shape;
-    const std::int64_t zx = spec.data_zero_point + (spec.data_dtype == ACCEL_INT8 ? 128 : 0);
-    std::vector<std::int32_t> terms(static_cast<std::size_t>(s.out_channels));
-    for (std::int64_t o = 0; o < s.out_channels; ++o) {
-      const auto& zw = spec.weight_zero_points;
-      const std::int64_t z = zw[zw.size() == 1 ? 0 : static_cast<std::size_t>(o)];
-      std::int64_t sum = 0;
-      for (std::int64_t i = 0; i < s.in_per_group(); ++i) {
-        const std::size_t at = weight_index(spec.weight_layout, s, o, i, 0, 0);
-        sum += (spec.weight_dtype == ACCEL_INT8 ? static_cast<const std::int8_t*>(spec.weights)[at]
-                                                : static_cast<const std::uint8_t*>(spec.weights)[at]) -
-               z;
-      }
-      terms[static_cast<std::size_t>(o)] = static_cast<std::int32_t>(static_cast<std::uint32_t>(-zx * sum));
+  // -z_x * sum_k (w_ck - z_w) per output channel c (IntConv's weight sums), wrapped to int32;
+  // z_x on the uint8 scale IntConv computes on (int8 data is x + 128 there).
+  static std::vector<std::int32_t> zero_point_terms(const IntConvSpec& spec, const std::vector<std::int64_t>& sums) {
+    const std::int64_t zx = spec.data_zero_point - no_zero_point(spec);
+    std::vector<std::int32_t> terms(sums.size());
+    for (std::size_t o = 0; o < sums.size(); ++o) {
+      terms[o] = static_cast<std::int32_t>(static_cast<std::uint32_t>(-zx * sums[o]));
     }
     return terms;
   }

@@ -751,8 +751,9 @@ inline bool avx2_fma() {
 // run() evaluates detail::AddFormula instead where create found that kernel to give the
 // table's byte for every pair (of the adds ONNX Runtime's quantizer makes in MobileNetV2, 10
 // of 10; in ResNet-18, 7 of 8; of random scales, about 19 in 20; scales whose ratios are small
-// fractions, as hand-set decimal scales can be, often not): no table to read, which for an add that runs once an inference,
-// its table out of cache by then, took MobileNetV2 QDQ's ten adds on acl from 275 to 89 us.
+// fractions, as hand-set decimal scales can be, often not): no table to read, which for an
+// add that runs once an inference, its table out of cache by then, took MobileNetV2 QDQ's
+// ten adds on acl from 275 to 89 us.
 // is_signed: the bytes are int8 (else uint8).
 class AddTable {
  public:
