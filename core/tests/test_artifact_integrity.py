@@ -10,6 +10,7 @@ import json
 import struct
 import zipfile
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -476,3 +477,20 @@ def test_stored_zip_is_what_zipfile_reads(monkeypatch: pytest.MonkeyPatch) -> No
     # a member over the limit is written by zipfile, with zip64 sizes
     large = [("a", b"x" * 50), ("b", b"y" * 400)]
     assert _zip_members(stored_zip(large)) == large
+
+
+def test_save_writes_the_bytes_to_bytes_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """save() writes the zip's pieces one after the other: the file is to_bytes(), member for member
+    and byte for byte (at one time of writing), and each member's bytes are written as they are."""
+    import accel.artifact as artifact_module
+    from accel.artifact import stored_zip, stored_zip_chunks
+
+    members = [("manifest.json", b"{}"), ("partitions/p0.bin", bytes(range(256))), ("empty", b"")]
+    chunks = stored_zip_chunks(members)
+    assert b"".join(chunks) == stored_zip(members)
+    assert any(c is members[1][1] for c in chunks)  # (not copied)
+    monkeypatch.setattr(artifact_module.time, "time", lambda: 1_800_000_000.0)
+    art = _artifact()
+    path = art.save(tmp_path / "m.accel")
+    assert path.read_bytes() == art.to_bytes()
+    assert _zip_members(path.read_bytes())[0][0] == "manifest.json"

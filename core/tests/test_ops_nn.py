@@ -960,3 +960,26 @@ def test_bias_add_constant_and_runtime_bias_agree(rng, shape, axis, dtype):
     with np.errstate(over="ignore"):
         want = x + b.reshape([-1 if a == axis % x.ndim else 1 for a in range(x.ndim)])
     assert_same_bits(const, want)
+
+
+def test_pool_geometry_memo_answers_only_what_it_would_compute():
+    """pool2d_geometry remembers geometries of frozen attributes; an equal spelling it must refuse
+    (a float size, a list, 1 for ceil_mode) is still validated, never answered from the memo."""
+    from accel.ops import geometry
+
+    attrs = {"layout": "NCHW", "pool_size": (3, 3), "strides": (2, 2), "dilation": (1, 1),
+             "padding": (1, 1, 1, 1), "ceil_mode": True}  # fmt: skip
+    first = geometry.pool2d_geometry(attrs, (1, 8, 9, 9))
+    assert geometry.pool2d_geometry(dict(attrs), (1, 8, 9, 9)) is first  # (remembered)
+    assert first == geometry._pool2d_geometry(attrs, (1, 8, 9, 9))
+    assert (first.oh, first.ow, first.eb, first.er) == (5, 5, 0, 0)
+    with pytest.raises(TypeInferenceError, match="pool_size must be"):
+        geometry.pool2d_geometry({**attrs, "pool_size": (3.0, 3.0)}, (1, 8, 9, 9))
+    with pytest.raises(TypeInferenceError, match="must be 4-D"):
+        geometry.pool2d_geometry(attrs, (8, 9, 9))
+    for spelled in ({**attrs, "pool_size": [3, 3]}, {**attrs, "ceil_mode": 1}):
+        g = geometry.pool2d_geometry(spelled, (1, 8, 9, 9))
+        assert g == first and g is not first
+    # another shape, another geometry (ceil_mode's last window reaching into the end padding)
+    wider = geometry.pool2d_geometry(attrs, (1, 8, 10, 10))
+    assert (wider.oh, wider.eb) == (6, 1) and wider == geometry._pool2d_geometry(attrs, (1, 8, 10, 10))

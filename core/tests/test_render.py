@@ -192,6 +192,10 @@ def test_report_to_json_is_its_fields_copied():
     assert report.to_json() != doc and asdict(report) == rows
     empty = Report([], [], []).to_json()
     assert empty["nodes"]["name"] == [] and Report.from_json(empty) == Report([], [], [])
+    # without copies (what an artifact encodes at once): the same document, holding the report's own lists
+    shared = report.to_json(copy=False)
+    assert shared == report.to_json()
+    assert shared["nodes"]["inputs"][0] is report.nodes[0].inputs and shared["types"] is report.types
 
 
 def test_json_of_an_empty_report():

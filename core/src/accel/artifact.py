@@ -143,10 +143,15 @@ class Artifact:
         return Executable(self.graph, handles, count)
 
     def to_bytes(self) -> bytes:
-        with collector_paused():  # (many small objects: the graph and report documents)
-            return self._to_bytes()
+        """The artifact file's bytes (what :meth:`save` writes)."""
+        return b"".join(self._chunks())
 
-    def _to_bytes(self) -> bytes:
+    def _chunks(self) -> list[bytes]:
+        """The file's bytes in pieces, in order: its members (made at once) and the zip's records."""
+        with collector_paused():  # (many small objects: the graph and report documents)
+            return self._zip_chunks()
+
+    def _zip_chunks(self) -> list[bytes]:
         from accel import __version__
 
         members: dict[str, bytes] = {}
@@ -159,7 +164,7 @@ class Artifact:
             path = f"partitions/{name}.bin"
             members[path] = self.blobs[name]
             records.append(PartitionRecord(name=name, backend=backend, blob=path))
-        members["report.json"] = dump_json(self.report.to_json())
+        members["report.json"] = dump_json(self.report.to_json(copy=False))  # (encoded at once: no copies)
         used = {b for _, b in self.partitions}
         manifest = Manifest(
             accel_core_version=__version__,
@@ -174,12 +179,15 @@ class Artifact:
             partitions=records,
             members={k: hashlib.sha256(v).hexdigest() for k, v in members.items()},
         )
-        return stored_zip([(MANIFEST, manifest.model_dump_json(indent=1).encode()), *members.items()])
+        return stored_zip_chunks([(MANIFEST, manifest.model_dump_json(indent=1).encode()), *members.items()])
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the artifact atomically (a temporary file renamed into place; see :mod:`accel.files`)."""
-        data = self.to_bytes()
-        return write_output(path, f"artifact {str(os.fspath(path))!r}", ArtifactError, lambda f: f.write(data))
+        """Write the artifact atomically (a temporary file renamed into place; see :mod:`accel.files`).
+
+        Every member is made before the file is opened; the pieces are then written as they are, not
+        joined into one copy of the whole file first."""
+        chunks = self._chunks()
+        return write_output(path, f"artifact {str(os.fspath(path))!r}", ArtifactError, lambda f: f.writelines(chunks))
 
 
 # The zip structures stored_zip writes (APPNOTE.TXT 4.3; as zipfile's own struct formats)
@@ -198,12 +206,18 @@ def stored_zip(members: list[tuple[str, bytes]]) -> bytes:
     writing, zip64 offsets and end records past 65,535 members or 2 GiB. One pass over the members
     without zipfile's work per member, which is most of the time for an artifact of many small
     blobs; a member over 2 GiB (which needs zip64 sizes) is left to zipfile."""
+    return b"".join(stored_zip_chunks(members))
+
+
+def stored_zip_chunks(members: list[tuple[str, bytes]]) -> list[bytes]:
+    """:func:`stored_zip`'s file in pieces (its records, and each member's bytes as given), to write
+    one after the other without a copy of the whole file."""
     if any(len(data) > _ZIP64_LIMIT for _, data in members):
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
             for name, data in members:
                 zf.writestr(name, data)
-        return out.getvalue()
+        return [out.getvalue()]
     now = time.localtime(time.time())
     dos_time = now.tm_hour << 11 | now.tm_min << 5 | now.tm_sec // 2
     dos_date = (now.tm_year - 1980) << 9 | now.tm_mon << 5 | now.tm_mday
@@ -238,7 +252,7 @@ def stored_zip(members: list[tuple[str, bytes]]) -> bytes:
         chunks.append(_END64_LOCATOR.pack(b"PK\x06\x07", 0, start + length, 1))
         count, start, length = min(count, 0xFFFF), min(start, _U32), min(length, _U32)
     chunks.append(_END.pack(b"PK\x05\x06", 0, 0, count, count, length, start, 0))
-    return b"".join(chunks)
+    return chunks
 
 
 def read_artifact(path: str | os.PathLike[str], *, backends: Mapping[str, type[Backend]] | None = None) -> Artifact:

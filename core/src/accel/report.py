@@ -8,7 +8,7 @@ partitioning, so a user recognises the names of their model.
 
 from __future__ import annotations
 
-import copy
+from copy import deepcopy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
@@ -85,20 +85,21 @@ class Report:
     #: candidate placement and its measured time, each region's times per backend, the choice and why).
     tuning: dict[str, Any] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, copy: bool = True) -> dict[str, Any]:
         """The report as plain JSON types, its nodes and partitions by column: ``"nodes"`` maps
         each :class:`NodeReport` field to the list of its values, node by node (one key per field
         instead of one per field and node: a large model's report is half the size, and made and
-        read faster), and ``"partitions"`` likewise. Lists and dicts are copies."""
+        read faster), and ``"partitions"`` likewise. Lists and dicts are copies; with ``copy`` off
+        they are the report's own (for a document encoded at once and dropped)."""
         return {
             "target": list(self.target),
-            "nodes": _columns(self.nodes, _NODE_FIELDS),
-            "partitions": _columns(self.partitions, _PARTITION_FIELDS),
+            "nodes": _columns(self.nodes, _NODE_FIELDS, copy),
+            "partitions": _columns(self.partitions, _PARTITION_FIELDS, copy),
             "graph_inputs": list(self.graph_inputs),
             "graph_outputs": list(self.graph_outputs),
             "timings": dict(self.timings),
-            "types": dict(self.types),
-            "tuning": copy.deepcopy(self.tuning),
+            "types": dict(self.types) if copy else self.types,
+            "tuning": deepcopy(self.tuning) if copy else self.tuning,
         }
 
     @classmethod
@@ -129,14 +130,20 @@ _NODE_FIELDS = tuple(f.name for f in fields(NodeReport))
 _PARTITION_FIELDS = tuple(f.name for f in fields(PartitionReport))
 
 
-def _columns(items: list[Any], names: tuple[str, ...]) -> dict[str, list[Any]]:
-    """Each field's values, item by item; lists and dicts copied (their items are strings and numbers)."""
-    rows = list(map(attrgetter(*names), items))
+def _columns(items: list[Any], names: tuple[str, ...], copy: bool = True) -> dict[str, list[Any]]:
+    """Each field's values, item by item; with ``copy``, lists and dicts copied (their items are
+    strings and numbers)."""
     out: dict[str, list[Any]] = {}
-    for name, column in zip(names, zip(*rows) if rows else [()] * len(names)):
-        values = list(column)
-        if any(type(v) is list or type(v) is dict for v in values):
-            values = [list(v) if type(v) is list else dict(v) if type(v) is dict else v for v in values]
+    for name in names:
+        values = list(map(attrgetter(name), items))
+        if copy:
+            kinds = set(map(type, values))
+            if kinds == {list}:
+                values = list(map(list, values))
+            elif kinds == {dict}:
+                values = list(map(dict, values))
+            elif list in kinds or dict in kinds:
+                values = [list(v) if type(v) is list else dict(v) if type(v) is dict else v for v in values]
         out[name] = values
     return out
 

@@ -235,8 +235,42 @@ def _pool_out(size: int, pad_begin: int, pad_end: int, eff: int, stride: int, ce
     return out
 
 
+#: Geometries already worked out, by attributes and input shape: a large model repeats few pools,
+#: and each is asked for again by its type rule, the partitioner and its backend's serializer
+#: (bounded, for a process that compiles many models). Only valid geometries are kept.
+_POOL_GEOMETRIES: dict[tuple[Any, ...], PoolGeometry] = {}
+_MAX_POOL_GEOMETRIES = 4096
+
+
 def pool2d_geometry(attrs: Mapping[str, Any], shape: Sequence[int]) -> PoolGeometry:
     """Validate the attributes of a 2-D pool and compute its geometry."""
+    get = attrs.get
+    window = (get("pool_size"), get("strides"), get("dilation"), get("padding"))
+    # kept only for attributes as a node freezes them (tuples of ints, a bool, a str) and a shape of
+    # ints, so that no equal but invalid spelling (a float size, 1 for True) is answered from the memo
+    plain = (
+        all(type(v) is tuple and _INT.issuperset(map(type, v)) for v in window)
+        and type(get("ceil_mode")) is bool
+        and type(get("layout")) is str
+        and _INT.issuperset(map(type, shape))
+    )
+    key = (get("layout"), *window, get("ceil_mode"), *shape) if plain else None
+    if key is not None:
+        found = _POOL_GEOMETRIES.get(key)
+        if found is not None:
+            return found
+    g = _pool2d_geometry(attrs, shape)
+    if key is not None:
+        if len(_POOL_GEOMETRIES) >= _MAX_POOL_GEOMETRIES:
+            _POOL_GEOMETRIES.clear()
+        _POOL_GEOMETRIES[key] = g
+    return g
+
+
+_INT = frozenset({int})
+
+
+def _pool2d_geometry(attrs: Mapping[str, Any], shape: Sequence[int]) -> PoolGeometry:
     layout = _layout(attrs["layout"], DATA_LAYOUTS, "layout")
     kh, kw = _positive_pair(attrs["pool_size"], "pool_size")
     sh, sw = _positive_pair(attrs["strides"], "strides")

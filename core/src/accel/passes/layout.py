@@ -96,12 +96,25 @@ def layout_view(graph: Graph, layout: str) -> tuple[Graph, dict[Value, tuple[str
 
 def contiguous_constants(graph: Graph) -> None:
     """Give every constant of ``graph`` (nested graphs included) C-contiguous data, in place."""
-    for g in [graph, *(n.body for n in graph.walk() if n.body is not None)]:
-        for v in g.constants():
+    pending = [graph]
+    while pending:  # (each node's inputs looked at directly: this runs once per partition)
+        g = pending.pop()
+        for node in g.nodes:
+            for v in node.inputs:
+                c = v.const
+                if c is not None and not c.flags.c_contiguous:
+                    _make_contiguous(v)
+            if node.body is not None:
+                pending.append(node.body)
+        for v in g.outputs:
             if v.const is not None and not v.const.flags.c_contiguous:
-                data = np.ascontiguousarray(v.const)
-                data.setflags(write=False)
-                v.const = data
+                _make_contiguous(v)
+
+
+def _make_contiguous(v: Value) -> None:
+    data = np.ascontiguousarray(v.const)
+    data.setflags(write=False)
+    v.const = data
 
 
 class _LayoutConverter:
