@@ -8,8 +8,8 @@ partitioning, so a user recognises the names of their model.
 
 from __future__ import annotations
 
-from copy import deepcopy
 from collections.abc import Mapping
+from copy import deepcopy
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any
