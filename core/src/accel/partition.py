@@ -435,17 +435,18 @@ class _Partitioner:
 
     def _fix_layout(self, b: int, backend: Backend, vnodes: list[Node | None]) -> None:
         """Give back nodes that would need a layout transpose inside one of ``backend``'s regions."""
+        owner, index = self.owner, self.index
         for i, node in enumerate(self.nodes):
-            if self.owner[i] != b:
+            if owner[i] != b:
                 continue
             vnode = vnodes[i]
             assert vnode is not None  # (a node a backend owns was seen in its view)
             for v in vnode.inputs:
                 t = v.producer
-                if t is None or t.name in self.index or not t.inputs or t.inputs[0].producer is None:
+                if t is None or t.name in index or not t.inputs or t.inputs[0].producer is None:
                     continue
-                src = self.index.get(t.inputs[0].producer.name, -1)
-                if src >= 0 and self.owner[src] == b:
+                src = index.get(t.inputs[0].producer.name, -1)
+                if src >= 0 and owner[src] == b:
                     self._release(
                         i,
                         b,
@@ -719,7 +720,7 @@ class _Partitioner:
         names = [bk.name for bk in self.backends]
         before = [names[:b] for b in range(len(names))]  # the backends that declined a node of backend b
         composite, owner, unit, all_reasons = self.composite, self.owner, self.unit, self.reasons
-        edges = self.edges
+        edges, details = self.edges, self.details
         # a graph repeats few types: each written once (by identity: the graph keeps them alive,
         # and equal types made apart are only written twice)
         texts: dict[int, str] = {}
@@ -752,7 +753,8 @@ class _Partitioner:
             outputs = []
             for v in node.outputs:
                 outputs.append(v.name)
-                types[v.name] = type_text(v)
+                text = texts.get(id(v.type))
+                types[v.name] = text if text is not None else type_text(v)
             nodes.append(
                 NodeReport(
                     node.name,
@@ -764,7 +766,7 @@ class _Partitioner:
                     [v.name for v in node.inputs if v.const is None],
                     outputs,
                     self.nodes[u].name if in_composite else None,
-                    self._details(i, declined),
+                    self._details(i, declined) if i in details else None,
                 )
             )
         return Report(

@@ -464,6 +464,8 @@ class Pattern:
         ``exclude`` holds nodes that may not be part of the match (for example,
         nodes already taken by another composite).
         """
+        if node.outputs and not self._could(node.outputs[0], _LOOK_AHEAD):
+            return None  # (the ops around the node rule a match out: no search)
         result = _run(self, node, graph, exclude, explain=False)
         return result if isinstance(result, Match) else None
 
@@ -531,6 +533,12 @@ class Pattern:
             shared = frozenset(key for key, n in reach(self).items() if n > 1)
             object.__setattr__(self, "_shared", shared)
         return shared
+
+    def _could(self, v: Value, depth: int) -> bool:
+        """Whether ``v`` has the shape this pattern asks for, looked at ``depth`` producers deep:
+        false only when no match can exist (checks, shared bindings and exclusions are left to the
+        match), so that a node of a root op whose inputs come from other ops is passed over cheaply."""
+        return True
 
     def _m(self, v: Value, st: _State, then: Then) -> bool:
         """Match ``v``, then run ``then(subject)``; True when both succeed (see :class:`_State`)."""
@@ -609,6 +617,9 @@ class _ConstantPattern(Pattern):
     def root_ops(self) -> frozenset[str] | None:
         return frozenset()  # a constant is never a node's output
 
+    def _could(self, v: Value, depth: int) -> bool:
+        return v.const is not None
+
     def _structural(self, v: Value, st: _State, then: Then) -> bool:
         if v.const is None:
             if st.explain:
@@ -656,6 +667,17 @@ class OpPattern(Pattern):
 
     def root_ops(self) -> frozenset[str] | None:
         return self._ops
+
+    def _could(self, v: Value, depth: int) -> bool:
+        node = v.producer
+        if node is None or node.op not in self._ops:
+            return False
+        inputs = self._inputs
+        if inputs is None or depth <= 1:
+            return True
+        if len(inputs) != len(node.inputs):
+            return False
+        return all(p._could(x, depth - 1) for p, x in zip(inputs, node.inputs, strict=True))
 
     def _children(self) -> tuple[Pattern, ...]:
         return self._inputs or ()
@@ -729,6 +751,9 @@ class _AltPattern(Pattern):
         a, b = self._first.root_ops(), self._second.root_ops()
         return None if a is None or b is None else a | b
 
+    def _could(self, v: Value, depth: int) -> bool:
+        return self._first._could(v, depth) or self._second._could(v, depth)
+
     def _children(self) -> tuple[Pattern, ...]:
         return (self._first, self._second)
 
@@ -791,6 +816,9 @@ def is_op(*ops: str | Sequence[str]) -> OpPattern:
 
 
 # -- running a match ----------------------------------------------------------------
+
+#: How many producers deep :meth:`Pattern.match` looks before it searches (Pattern._could).
+_LOOK_AHEAD = 3
 
 
 def _run(

@@ -260,17 +260,14 @@ def _pack(kind: str, values: Iterable[Any] | np.ndarray, what: str) -> tuple[byt
         n = len(values)  # type: ignore[arg-type]
         if not n:
             return b"", 0  # (what numpy's path gives for no elements, of any kind)
-        if (
-            bounds is not None
-            and n <= 64
-            and _INT_ONLY.issuperset(map(type, values))  # type: ignore[arg-type]
-            and bounds[0] <= min(values)  # type: ignore[type-var]
-            and max(values) <= bounds[1]  # type: ignore[type-var]
-        ):
+        if bounds is not None and n <= 64 and _INT_ONLY.issuperset(map(type, values)):  # type: ignore[arg-type]
             pack = _ARRAY_PACKERS.get((fmt, n))
             if pack is None:
                 pack = _ARRAY_PACKERS[fmt, n] = struct.Struct(f"<{n}{fmt}").pack
-            return pack(*values), n
+            try:  # (struct refuses an integer out of the format's range, as the bounds do)
+                return pack(*values), n
+            except struct.error:
+                pass  # numpy's path names the element that does not fit
     arr = _as_array(kind, le, bounds, values, what)
     return arr.tobytes(), int(arr.size)
 
