@@ -549,3 +549,59 @@ def test_repr_reads_as_a_chain():
 def test_module_docstring_example_runs():
     result = doctest.testmod(accel.pattern)
     assert result.attempted > 5 and result.failed == 0
+
+
+def test_a_match_is_only_skipped_where_the_search_finds_none():
+    """Pattern.match passes over a node when the ops around it rule a match out (Pattern._could),
+    without the search; on random chains of these ops it finds exactly what the search finds, and
+    the search (try_match) still says why where it skipped."""
+    rng = np.random.default_rng(7)
+    unary = ["nn.relu", "nn.pad", "sigmoid", "nn.bias_add", "nn.conv2d", "clip"]
+    shared = wildcard()
+    patterns = [
+        conv_chain_pattern(),
+        is_op("add")(is_op("nn.relu")(shared), shared),  # (one value at both inputs)
+        is_op("add")(is_op("nn.relu", "sigmoid")(wildcard()), is_op("nn.conv2d")(wildcard(), is_constant())),
+        is_op("sigmoid")(is_op("nn.pad")(wildcard()).optional()),
+        is_op("nn.relu")(is_op("nn.relu")(is_op("nn.relu")(is_op("nn.relu")(wildcard())))),  # deeper than the look
+    ]
+    searched = skipped = 0
+    for _ in range(30):
+        b = GraphBuilder(x=(1, 4, 6, 6))
+        values = [b.x["x"]]
+        for _ in range(12):
+            op = str(rng.choice([*unary, "add"]))
+            x = values[int(rng.integers(len(values)))]
+            if op == "add":
+                y = b.op("add", x, values[int(rng.integers(len(values)))])
+            elif op == "nn.pad":  # (back to 6x6 through a 3x3 conv, or a sigmoid and a 3x3 pool)
+                padded = b.op("nn.pad", x, pad_width=((0, 0), (0, 0), (1, 1), (1, 1)))
+                if rng.integers(2):
+                    y = b.op("nn.conv2d", padded, b.const(weight(k=3)))
+                else:
+                    y = b.op("nn.max_pool2d", b.op("sigmoid", padded), pool_size=(3, 3))
+            elif op == "nn.conv2d":
+                y = b.op("nn.conv2d", x, b.const(weight(k=1)))
+            elif op == "nn.bias_add":
+                y = b.op("nn.bias_add", x, b.const(np.zeros(4, F32)))
+            elif op == "clip":
+                y = b.op("clip", x, a_min=0.0, a_max=6.0)
+            else:
+                y = b.op(op, x)
+            values.append(y)
+        g = b.done(values[-1], *values[1:-1])
+        for node in g.nodes:
+            for p in patterns:
+                if node.op not in (p.root_ops() or ()):
+                    continue
+                found = p.match(node, g)
+                full = p.try_match(node, g)
+                assert (found is None) == isinstance(full, MatchFailure)
+                if found is not None:
+                    assert isinstance(full, Match) and found.nodes == full.nodes
+                if p._could(node.outputs[0], accel.pattern._LOOK_AHEAD):
+                    searched += 1
+                else:
+                    skipped += 1
+                    assert isinstance(full, MatchFailure) and full.reason
+    assert searched and skipped  # (both paths were taken)

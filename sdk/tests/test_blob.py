@@ -242,3 +242,20 @@ def test_reserve_and_patch_write_a_count_known_at_the_end(m):
     assert (n, items) == (3, [0, -1, -2])
     with pytest.raises(PartitionError, match="item count=-1 does not fit"):
         w.patch(at, "u32", -1, "item count")
+
+
+@pytest.mark.parametrize("kind", ["u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64"])
+def test_a_short_integer_list_is_written_to_its_kinds_bounds_and_no_further(kind):
+    """A short list of ints is packed at once (struct checks the range); one element past either
+    bound is refused by name, as numpy's path refuses it, and nothing is written."""
+    from accel_sdk.blob import SCALARS
+
+    fmt, _, (lo, hi) = SCALARS[kind]
+    w = BlobWriter()
+    assert w.array(kind, [lo, hi, 0]) == 3
+    assert w.getvalue() == struct.pack(f"<3{fmt}", lo, hi, 0)
+    for bad in (lo - 1, hi + 1):
+        w = BlobWriter()
+        with pytest.raises(PartitionError, match=rf"element {bad} does not fit in a {kind}"):
+            w.array(kind, [0, bad], "ids")
+        assert len(w) == 0

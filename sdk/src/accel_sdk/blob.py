@@ -267,7 +267,10 @@ def _pack(kind: str, values: Iterable[Any] | np.ndarray, what: str) -> tuple[byt
             try:  # (struct refuses an integer out of the format's range, as the bounds do)
                 return pack(*values), n
             except struct.error:
-                pass  # numpy's path names the element that does not fit
+                bad = next(v for v in values if not bounds[0] <= v <= bounds[1])  # type: ignore[union-attr]
+                raise PartitionError(
+                    f"{what}: element {bad} does not fit in a {kind} [{bounds[0]}, {bounds[1]}]"
+                ) from None
     arr = _as_array(kind, le, bounds, values, what)
     return arr.tobytes(), int(arr.size)
 
