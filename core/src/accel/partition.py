@@ -189,7 +189,8 @@ class _Partitioner:
         self.call_attrs = [freeze_attrs({"compiler": b.name}) for b in backends]  # a region call's, per backend
         self.banned: list[set[int]] = [set() for _ in backends]  # per backend: node indices it may not take
         self.work: list[tuple[int, int] | None] = [None] * n  # by node index: (operations, MACs), computed once
-        # (its keys name attribute mappings by id: those of the graph's nodes, alive while it is partitioned)
+        # (its keys name attribute mappings and types by id: those of the graph's nodes, alive while it is
+        # partitioned)
         self._work_memo: dict[tuple[object, ...], tuple[int, int]] = {}
         self.graph_outputs = set(graph.outputs)
         # producers and readers by node index, for the unit graph and region boundaries, in one
@@ -470,7 +471,8 @@ class _Partitioner:
         output types): a network repeats a few layer shapes many times."""
         if node.body is not None:
             return count_work(node)
-        key = (node.op, id(node.attrs), *[v.type for v in node.inputs], None, *[v.type for v in node.outputs])
+        # (types by identity too: an equal type made apart only misses the memo)
+        key = (node.op, id(node.attrs), *[id(v.type) for v in node.inputs], None, *[id(v.type) for v in node.outputs])
         found = self._work_memo.get(key)
         if found is None:
             found = self._work_memo[key] = count_work(node)
