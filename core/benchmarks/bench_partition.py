@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from accel.backend import Backend, PatternEntry
-from accel.ir import Graph, TensorType, Value
+from accel.ir import Graph
 from accel.partition import partition_graph
 from accel.pattern import is_constant, is_op, wildcard
 from accel.testing import modelgen
@@ -78,31 +78,9 @@ class ElementwiseNhwc(Backend):
 
 
 def synthetic(n_nodes: int, seed: int = 0) -> Graph:
-    """Residual blocks with side branches; roughly ``n_nodes`` nodes, some only the host runs."""
-    rng = np.random.default_rng(seed)
-    g = Graph([Value("x", TensorType((1, 4, 4, 4), "float32"))], [], [])
-    nodes = []
-    x = g.inputs[0]
-
-    def op(name, *inputs, **attrs):
-        node = g.new_node(name, list(inputs), attrs)
-        nodes.append(node)
-        return node.output
-
-    while len(nodes) < n_nodes:
-        a = op("nn.relu", x)
-        b = op("nn.max_pool2d", a, pool_size=(1, 1))
-        if rng.random() < 0.3:  # a branch that rejoins
-            c = op("abs", a)
-            b = op("add", b, c)
-        if rng.random() < 0.15:  # host-only op in the middle
-            b = op("tanh", b)
-        if rng.random() < 0.1:
-            b = op("sigmoid", b)
-        x = op("add", b, x)  # residual
-    g.nodes = nodes
-    g.outputs = [x]
-    return g
+    """Residual blocks with side branches; roughly ``n_nodes`` nodes, some only the host runs
+    (``accel.testing.modelgen.branching``, imported)."""
+    return accel.import_onnx(modelgen.branching(n_nodes, seed=seed))
 
 
 def bench_resnet18(repeat: int) -> dict:

@@ -37,6 +37,15 @@ more run of each case counts the Python function calls of the four stages
 machine, so its 100k / 10k ratio shows how the work grows, apart from how
 the memory hierarchy treats a working set of ten times the size.
 
+Then the commands themselves, as a user runs them from the shell: ``accel
+compile``, ``accel inspect`` of the ONNX file and ``accel inspect`` of the
+artifact, each with ``--backends testbackend``, on the 100k-node branching
+graph (``accel.testing.modelgen.branching``: the graph
+``core/benchmarks/bench_partition.py`` partitions, written as ONNX), wall time
+of each whole process, Python's start-up and exit included; the median of
+``--repeat`` rounds, the commands taking turns. Goal: each under 5 s.
+``--commands 0`` leaves them out.
+
 Run with ``nox -s bench`` (or ``python core/benchmarks/bench_scale.py``;
 ``--json out.json`` for the figures). ``--sizes`` measures other sizes: each
 larger one is compared with the smallest, and the table gives every case's
@@ -56,6 +65,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 STAGES = ("import", "simplify", "partition", "report")
 
@@ -142,6 +152,42 @@ def averaged(runs: list[dict]) -> dict:
     return out
 
 
+#: The commands of the end-to-end measurement (``{model}``, ``{artifact}``: the files), and their goal in seconds.
+COMMANDS = (
+    ("accel compile", ["compile", "{model}", "--backends", "testbackend", "--output", "{artifact}"]),
+    ("accel inspect (ONNX)", ["inspect", "{model}", "--backends", "testbackend"]),
+    ("accel inspect (artifact)", ["inspect", "{artifact}"]),
+)
+COMMAND_GOAL = 5.0
+
+
+def time_commands(n_nodes: int, rounds: int, console: Any) -> list[dict]:
+    """Each of :data:`COMMANDS` on the ``n_nodes`` branching graph, in its own process: wall seconds
+    of every round (the commands take turns), the median, the fastest and the slowest."""
+    import onnx
+
+    from accel.testing import modelgen
+
+    accel_cmd = Path(sys.executable).with_name("accel")
+    prefix = [str(accel_cmd)] if accel_cmd.exists() else [sys.executable, "-m", "accel"]
+    runs: dict[str, list[float]] = {name: [] for name, _ in COMMANDS}
+    with tempfile.TemporaryDirectory(prefix="accel-commands-") as tmp:
+        files = {"model": str(Path(tmp) / f"branching{n_nodes}.onnx"), "artifact": str(Path(tmp) / "branching.accel")}
+        onnx.save_model(modelgen.branching(n_nodes), files["model"])
+        for k in range(rounds):
+            for name, args in COMMANDS:
+                console.print(f"round {k + 1}/{rounds}: {name}, {_k(n_nodes)} nodes")
+                cmd = [*prefix, *(a.format(**files) for a in args)]
+                t0 = time.perf_counter()
+                subprocess.run(cmd, check=True, capture_output=True)
+                runs[name].append(time.perf_counter() - t0)
+    rows = []
+    for name, _ in COMMANDS:
+        done = sorted(runs[name])
+        rows.append({"command": name, "nodes": n_nodes, "median": done[len(done) // 2], "runs": done})
+    return rows
+
+
 def goal_verdict(cpu_by_size: dict[int, float]) -> str | None:
     """The goal judged on one target's median CPU seconds by size: None without a 100k case."""
     t = cpu_by_size.get(100_000)
@@ -158,6 +204,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000", help="chain sizes in ONNX nodes, comma-separated")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--repeat", type=int, default=5, help="rounds: measurements of each case (the median is shown)")
+    ap.add_argument(
+        "--commands",
+        type=int,
+        default=100_000,
+        help="nodes of the branching graph the commands run on, end to end (0: not measured)",
+    )
     ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: time one model file in this process
     ap.add_argument("--backends", default="", help=argparse.SUPPRESS)
     ap.add_argument("--count-calls", action="store_true", help=argparse.SUPPRESS)
@@ -253,9 +305,21 @@ def main() -> None:
         verdict = goal_verdict({n: case[(n, target)]["total"][0] for n in sizes})
         if verdict is not None:
             console.print(f"goal (100k nodes < 10 s CPU, 100k / 10k <= 11), backends {target}: {verdict}")
+    commands = time_commands(args.commands, rounds, console) if args.commands > 0 else []
+    if commands:
+        table = Table(
+            title=f"the commands end to end on the {_k(args.commands)}-node branching graph, --backends testbackend: "
+            f"wall s of the whole process, median of {rounds} rounds"
+        )
+        for col in ("command", "median", "fastest / slowest", f"goal < {COMMAND_GOAL:g} s"):
+            table.add_column(col, justify="left" if col == "command" else "right")
+        for r in commands:
+            verdict = ("met" if r["median"] < COMMAND_GOAL else "not met") if r["nodes"] == 100_000 else "(at 100k)"
+            table.add_row(r["command"], f"{r['median']:.2f}", f"{r['runs'][0]:.2f} / {r['runs'][-1]:.2f}", verdict)
+        console.print(table)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cases": rows, "ratios": ratios}, f, indent=1)
+            json.dump({"cases": rows, "ratios": ratios, "commands": commands}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ __all__ = [
     "INPUT_NAME",
     "OPSET",
     "OUTPUT_NAME",
+    "branching",
     "chain",
     "densenet121",
     "densenet121_caffe2",
@@ -589,6 +590,53 @@ def chain(n_nodes: int = 100_000, *, channels: int = 4, resolution: int = 8, see
         [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)],
         b.inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="accel.testing.modelgen"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def branching(n_nodes: int = 100_000, *, channels: int = 4, resolution: int = 4, seed: int = 0) -> onnx.ModelProto:
+    """About ``n_nodes`` ONNX nodes of residual blocks with side branches, for scale tests of partitioning.
+
+    Each block is ``x + f(x)`` with ``f`` a Relu, a 1x1 MaxPool and, at random, a
+    branch that rejoins (``+ abs(relu)``, three in ten blocks), a Tanh (15 in 100)
+    and a Sigmoid (one in ten), on ``[1, channels, resolution, resolution]``
+    tensors: a backend that takes the relus, pools and adds gets many small
+    partitions between the host's ops. The graph is the one
+    ``core/benchmarks/bench_partition.py`` partitions (the same random draws); its
+    names are short (node ``n<k>`` writes ``v<k>``), as the benchmarks have always had them.
+    """
+    if n_nodes < 3:
+        raise ValueError(f"a branching graph has at least one block of 3 nodes, got n_nodes={n_nodes}")
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+
+    def node(op: str, *inputs: str, **attrs: Any) -> str:
+        out = f"v{len(nodes) + 1}"
+        nodes.append(helper.make_node(op, list(inputs), [out], name=f"n{len(nodes) + 1}", **attrs))
+        return out
+
+    x = INPUT_NAME
+    while len(nodes) < n_nodes:
+        a = node("Relu", x)
+        y = node("MaxPool", a, kernel_shape=[1, 1])
+        if rng.random() < 0.3:  # a branch that rejoins
+            y = node("Add", y, node("Abs", a))
+        if rng.random() < 0.15:  # ops a backend of relus, pools and adds leaves to the host
+            y = node("Tanh", y)
+        if rng.random() < 0.1:
+            y = node("Sigmoid", y)
+        x = node("Add", y, x)  # residual
+    shape = [1, channels, resolution, resolution]
+    graph = helper.make_graph(
+        nodes,
+        "branching",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)],
     )
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="accel.testing.modelgen"
