@@ -543,6 +543,7 @@ class _Partitioner:
         producer, users, nodes, graph_outputs = self.producer, self.users, self.nodes, self.graph_outputs
         work_of = self.work
         self.region_stats: dict[int, tuple[int, int, int]] = {}
+        count_work, no_users = self._count_work, ()
         for g, (b, idxs) in enumerate(self.groups):
             if b < 0:
                 continue
@@ -553,15 +554,15 @@ class _Partitioner:
                 node = nodes[i]
                 wm = work_of[i]
                 if wm is None:
-                    wm = work_of[i] = self._count_work(node)
+                    wm = work_of[i] = count_work(node)
                 work += wm[0]
                 macs += wm[1]
                 for v in node.inputs:
-                    if v.const is None and v not in seen and producer.get(v, -1) not in inside:
+                    if v.const is None and producer.get(v, -1) not in inside and v not in seen:
                         seen.add(v)
                         boundary += v.type.nbytes
                 for v in node.outputs:
-                    if v in graph_outputs or not inside.issuperset(users.get(v, ())):
+                    if v in graph_outputs or not inside.issuperset(users.get(v, no_users)):
                         boundary += v.type.nbytes
             self.region_stats[g] = (work, macs, boundary)
             backend = self.backends[b]

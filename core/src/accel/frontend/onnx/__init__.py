@@ -374,6 +374,10 @@ class _Importer:
         self._node_suffixes: dict[str, int] = {}
         # graph inputs no node has read yet (a QDQ graph's input may still take its quantization)
         self.unread: set[Value] = set()
+        # (op, ids of the input types) -> (the input types, attributes, output types), for ops given no
+        # attributes: the type rule's answer found by identity (most nodes of a large model read types
+        # an earlier node made). The input types are held, so that no id is another type's meanwhile.
+        self._typed: dict[tuple[Any, ...], tuple[tuple[TensorType, ...], Any, tuple[TensorType, ...]]] = {}
         self.label = ""
         self.hint = "v"
         self.node_name = ""
@@ -454,7 +458,17 @@ class _Importer:
         outs: Sequence[str | None] | None = None,
     ) -> list[Value]:
         node_name = self.node_name
-        full, types = infer_node_types(op, [v.type for v in inputs], attrs, node=node_name or op)
+        in_types = [v.type for v in inputs]
+        if attrs:
+            full, types = infer_node_types(op, in_types, attrs, node=node_name or op)
+        else:
+            key = (op, *map(id, in_types))
+            hit = self._typed.get(key)
+            if hit is None:
+                full, types = infer_node_types(op, in_types, attrs, node=node_name or op)
+                self._typed[key] = (tuple(in_types), full, tuple(types))
+            else:
+                full, types = hit[1], list(hit[2])
         outs = list(outs or ())
         if len(outs) < len(types):
             outs += [None] * (len(types) - len(outs))
