@@ -193,12 +193,16 @@ class Backend:
 
     def check_op(self, node: Node) -> str | None:
         """Whether this backend takes ``node`` alone: None, or the reason it does not."""
-        check = self._table("_op_checks", self.op_checks).get(node.op)
+        checks = self.__dict__.get("_op_checks")  # (asked for every node: _table's lookup, inlined)
+        check = (checks if checks is not None else self._table("_op_checks", self.op_checks)).get(node.op)
         if check is None:
             decline = self._table("_declines", self.declines).get(node.op)
             reason = None if decline is None else _reason(decline(node), f"{self.name}'s reason for {node.op}")
             return reason or f"{node.op} is not supported by {self.name}"
-        return _reason(check(node), f"{self.name} op check for {node.op}")
+        result = check(node)
+        if result is None or result is True:  # (the common answer, without _reason's call)
+            return None
+        return _reason(result, f"{self.name} op check for {node.op}")
 
     def check_edge(self, node: Node) -> str | None:
         """Whether this backend's runtime takes ``node`` as an edge conversion: None, or why not."""

@@ -278,6 +278,9 @@ def register_op(
 
 def get_op(name: str) -> OpDef:
     """The definition of ``name``; :class:`UnsupportedOpError` lists close names."""
+    found = REGISTRY.get(name) if _LOADED else None
+    if found is not None:  # (the common case, asked once per node by several passes)
+        return found
     _ensure_loaded()
     try:
         return REGISTRY[name]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from accel.errors import GraphError
-from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, freeze_attrs, readers_by_value
+from accel.ir import CALL_OP, Graph, Node, QuantParams, TensorType, Value, readers_by_value
 from accel.ops.registry import Layout, LayoutRule, get_op, infer_node_types
 from accel.passes._rewrite import Rewriter, identity_perm, is_identity, permute_quant, permuted_type, transposed_const
 
@@ -194,7 +194,7 @@ class _LayoutConverter:
         (``lazy_constants``) takes as given instead of inferring the types again.
         """
         if perm is not None and self.lazy_constants:
-            full = freeze_attrs(old.attrs if attrs is None else attrs)
+            full = old.attrs if attrs is None else attrs  # (frozen by the node, if they are not yet)
             types = [permuted_type(o.type, perm) for o in old.outputs]
         else:
             full, types = infer_node_types(
@@ -208,8 +208,10 @@ class _LayoutConverter:
 
     # -- the sweep -----------------------------------------------------------------------
     def run(self) -> Graph:
+        behaviours: dict[str, Any] = {CALL_OP: None}  # op -> its layout behaviour, looked up once per op
         for node in self.g.nodes:
-            behaviour = None if node.op == CALL_OP else get_op(node.op).layout
+            op = node.op
+            behaviour = behaviours[op] if op in behaviours else behaviours.setdefault(op, get_op(op).layout)
             handled = False
             if behaviour is Layout.PERMUTE:
                 handled = self.transpose(node)
@@ -308,21 +310,26 @@ class _LayoutConverter:
         reads it (a QDQ model's input quantize in NHWC, in the region of its first
         convolution).
         """
-        rank = node.output.type.rank
+        outputs = node.outputs
+        if len(outputs) != 1:
+            raise GraphError(f"node {node.name!r} ({node.op}) has {len(outputs)} outputs")
+        out = outputs[0]
+        rank = len(out.type.shape)
+        identity = identity_perm(rank)
         rep = self.rep
         p: Perm | None = None
         variable = 0
         for v in node.inputs:
             if v.const is None:
                 variable += 1
-                if v.type.rank != rank:
+                if len(v.type.shape) != rank:
                     return False
                 if p is None:
                     found = rep.get(v)
-                    if found is not None and found[1] != identity_perm(rank):
+                    if found is not None and found[1] != identity:
                         p = found[1]
         if p is None and variable == 1 and rank > 1:
-            p = self.wanted(node.output)
+            p = self.wanted(out)
         if p is None:
             return False
         attrs = node.attrs
@@ -338,7 +345,7 @@ class _LayoutConverter:
             else:
                 inputs.append(self._permuted_operand(v, rank, p))
         new = self.make(node, inputs, attrs, perm=p)
-        self._made_rep(node.output, new.output, p)
+        self._made_rep(out, new.outputs[0], p)
         return True
 
     def wanted(self, v: Value, depth: int = 0) -> Perm | None:
