@@ -119,6 +119,7 @@ def graph_to_json_bytes(graph: Graph) -> tuple[bytes, dict[str, np.ndarray]]:
     type_texts: dict[int, str] = {}
     attr_texts: dict[int, str] = {}
     attr_by_value: dict[tuple[Any, ...], str] = {}
+    op_texts: dict[str, str] = {}
     out: list[str] = []
     put = out.append
 
@@ -162,22 +163,30 @@ def graph_to_json_bytes(graph: Graph) -> tuple[bytes, dict[str, np.ndarray]]:
             put("]")
         put(',"nodes":[')
         sep = ""
-        for n in g.nodes:  # (the graph's bulk: lookups written out)
-            put(f'{sep}{{"name":{enc(n.name)},"op":{enc(n.op)},"inputs":[{",".join([enc(v.name) for v in n.inputs])}]')
-            sep = ","
+        for n in g.nodes:  # (the graph's bulk: lookups written out, a node of one output in one piece)
+            op = op_texts.get(n.op)
+            if op is None:
+                op = op_texts[n.op] = enc(n.op)
             attrs = n.attrs
             if attrs:
                 text = attr_texts.get(id(attrs))
-                put(',"attrs":')
-                put(text if text is not None else attrs_text(attrs))
-            outs = []
-            for v in n.outputs:
-                t = v.type
+                attrs_part = f',"attrs":{text if text is not None else attrs_text(attrs)}'
+            else:
+                attrs_part = ""
+            outs = n.outputs
+            if len(outs) == 1:
+                t = outs[0].type
                 text = type_texts.get(id(t))
-                outs.append(f'{{"name":{enc(v.name)},"type":{text if text is not None else type_text(t)}}}')
-            put(',"outputs":[')
-            put(",".join(outs))
-            put("]")
+                outs_part = f'{{"name":{enc(outs[0].name)},"type":{text if text is not None else type_text(t)}}}'
+            else:
+                outs_part = ",".join(
+                    [f'{{"name":{enc(v.name)},"type":{type_text(v.type)}}}' for v in outs]
+                )
+            put(
+                f'{sep}{{"name":{enc(n.name)},"op":{op},"inputs":[{",".join([enc(v.name) for v in n.inputs])}]'
+                f'{attrs_part},"outputs":[{outs_part}]'
+            )
+            sep = ","
             if n.body is not None:
                 put(',"body":{')
                 write(n.body)
