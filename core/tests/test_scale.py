@@ -351,14 +351,15 @@ def test_graphs_of_other_shapes_cost_work_linear_in_their_size(shape: str) -> No
 def test_the_scale_benchmark_times_and_counts_each_case(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``bench_scale.py`` runs (on tiny chains): every case timed stage by stage, its work counted,
     each larger size's ratios to the smallest written (the count's near the sizes' ratio: it is not
-    timed), and the goal left unjudged without its two sizes."""
+    timed), and the goal left unjudged without its two sizes; then the commands, end to end."""
     import json
     import subprocess
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scale.py"
     out = tmp_path / "scale.json"
-    cmd = [sys.executable, str(script), "--sizes", "800,200,1600", "--repeat", "1", "--json", str(out)]
+    cmd = [sys.executable, str(script), "--sizes", "800,200,1600", "--repeat", "1", "--commands", "300"]
+    cmd += ["--json", str(out)]
     run = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
     doc = json.loads(out.read_text())
     cases = {(c["size"], c["target"]): c for c in doc["cases"]}
@@ -374,6 +375,14 @@ def test_the_scale_benchmark_times_and_counts_each_case(tmp_path) -> None:  # ty
             assert cpu > 0 and wall > 0 and lo < calls < hi, (pair, calls)
     assert "1.6k / 200, backends (none)" not in run.stdout and "1600 / 200, backends (none)" in run.stdout
     assert "goal" not in run.stdout  # no 100k case: nothing to judge
+    # the commands end to end, each in its own process, on a branching graph of 300 nodes
+    assert [c["command"] for c in doc["commands"]] == [
+        "accel compile",
+        "accel inspect (ONNX)",
+        "accel inspect (artifact)",
+    ]
+    assert all(c["nodes"] == 300 and len(c["runs"]) == 1 and c["median"] > 0 for c in doc["commands"])
+    assert "accel inspect (artifact)" in run.stdout and " met" not in run.stdout
 
 
 def test_the_scale_goal_is_judged_on_100k_against_10k_only() -> None:

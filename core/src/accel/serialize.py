@@ -179,9 +179,7 @@ def graph_to_json_bytes(graph: Graph) -> tuple[bytes, dict[str, np.ndarray]]:
                 text = type_texts.get(id(t))
                 outs_part = f'{{"name":{enc(outs[0].name)},"type":{text if text is not None else type_text(t)}}}'
             else:
-                outs_part = ",".join(
-                    [f'{{"name":{enc(v.name)},"type":{type_text(v.type)}}}' for v in outs]
-                )
+                outs_part = ",".join([f'{{"name":{enc(v.name)},"type":{type_text(v.type)}}}' for v in outs])
             put(
                 f'{sep}{{"name":{enc(n.name)},"op":{op},"inputs":[{",".join([enc(v.name) for v in n.inputs])}]'
                 f'{attrs_part},"outputs":[{outs_part}]'
