@@ -265,11 +265,17 @@ class Graph:
     # -- building -----------------------------------------------------------------
     def fresh_name(self, hint: str) -> str:
         """A value/node name not yet used in this graph, derived from ``hint``."""
-        used = self._used_names()
+        used = self._names if self._names is not None else self._used_names()
         layers = self._name_layers
         hint = hint or "v"
         name = hint
-        while name in used or (layers and any(name in names for names in layers)):
+        while True:  # (the layers looked at in a loop, not a generator: this runs once per new name)
+            if name not in used:
+                for names in layers:
+                    if name in names:
+                        break
+                else:
+                    break
             name = f"{hint}_{next(self._counter)}"
         used.add(name)
         return name
