@@ -1063,3 +1063,39 @@ def test_the_names_an_imported_graph_avoids_cover_every_name_it_uses(model) -> N
         assert walked <= used, sorted(walked - used)[:5]
         fresh = [g.fresh_name(n.name) for n in g.nodes[:20]]
         assert not set(fresh) & walked and len(set(fresh)) == len(fresh)
+
+
+def test_repeated_pools_share_their_converted_attributes_and_refusals_are_not_remembered() -> None:
+    """Pools of one shape and the same attributes (as the file writes them) share one frozen attribute
+    mapping; other attributes, another shape or a 1-D pool get their own; every pool still matches ONNX
+    Runtime, and an invalid pool is refused however many valid ones of its shape came before."""
+    x = RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["a"], ["b"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], ceil_mode=1),
+        helper.make_node("AveragePool", ["c"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["d"], ["e"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+        helper.make_node("MaxPool", ["e"], ["f"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("MaxPool", ["f"], ["g"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    ]
+    model = make_model(nodes, {"x": ([1, 3, 6, 6], TensorProto.FLOAT)}, ["g"])
+    graph = check(model, {"x": x})
+    pools = {n.outputs[0].name: n for n in graph.nodes}
+    assert pools["a"].attrs is pools["b"].attrs  # (one conversion, one type rule)
+    assert len({id(pools[k].attrs) for k in "abcdefg"}) == 6  # g: the same attributes on a 3x3 input
+    assert pools["e"].attrs["count_include_pad"] and not pools["d"].attrs["count_include_pad"]
+    assert pools["c"].attrs["ceil_mode"] and not pools["a"].attrs["ceil_mode"]
+    # a pad as large as the window, after valid pools of the same shape: refused by its own attributes
+    bad = [*nodes[:2], helper.make_node("MaxPool", ["b"], ["c"], kernel_shape=[3, 3], pads=[3, 3, 3, 3])]
+    with pytest.raises(accel.AccelError, match="padding"):
+        accel.import_onnx(make_model(bad, {"x": ([1, 3, 6, 6], TensorProto.FLOAT)}, ["c"]))
+    bad_1d = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], strides=[0])]
+    for _ in range(2):
+        with pytest.raises(accel.AccelError, match="strides"):
+            accel.import_onnx(make_model(bad_1d, {"x": ([1, 3, 8], TensorProto.FLOAT)}, ["y"]))
+    one_d = [
+        helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2]),
+        helper.make_node("MaxPool", ["y"], ["z"], kernel_shape=[2]),
+    ]
+    check(make_model(one_d, {"x": ([1, 3, 8], TensorProto.FLOAT)}, ["z"]), {"x": x.reshape(1, 3, 36)[:, :, :8].copy()})

@@ -374,10 +374,14 @@ class _Importer:
         self._node_suffixes: dict[str, int] = {}
         # graph inputs no node has read yet (a QDQ graph's input may still take its quantization)
         self.unread: set[Value] = set()
-        # (op, ids of the input types) -> (the input types, attributes, output types), for ops given no
-        # attributes: the type rule's answer found by identity (most nodes of a large model read types
-        # an earlier node made). The input types are held, so that no id is another type's meanwhile.
-        self._typed: dict[tuple[Any, ...], tuple[tuple[TensorType, ...], Any, tuple[TensorType, ...]]] = {}
+        # (op, id of the attributes, ids of the input types) -> (the input types, the attributes given,
+        # the attributes completed, the output types), for ops given no attributes or frozen ones (as
+        # _frozen_window_attrs remembers them): the type rule's answer found by identity (most nodes of a
+        # large model read types an earlier node made). What the ids name is held, so that no id is
+        # another object's meanwhile.
+        self._typed: dict[tuple[Any, ...], tuple[tuple[TensorType, ...], Any, Any, tuple[TensorType, ...]]] = {}
+        # (op type, input shape, each attribute's bytes) -> a window op's attributes, converted and frozen
+        self.window_attrs: dict[tuple[Any, ...], Mapping[str, Any]] = {}
         self.label = ""
         self.hint = "v"
         self.node_name = ""
@@ -444,7 +448,7 @@ class _Importer:
         return self.const(np.array(value, dtype=dtype), f"{self.hint}/scalar")
 
     def emit(
-        self, op: str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None, *, out: str | None = None
+        self, op: str, inputs: Sequence[Value], attrs: Mapping[str, Any] | None = None, *, out: str | None = None
     ) -> Value:
         """Append one IR node with one output (constant inputs fold at once)."""
         return self.emit_multi(op, inputs, attrs, outs=[out])[0]
@@ -453,22 +457,22 @@ class _Importer:
         self,
         op: str,
         inputs: Sequence[Value],
-        attrs: dict[str, Any] | None = None,
+        attrs: Mapping[str, Any] | None = None,
         *,
         outs: Sequence[str | None] | None = None,
     ) -> list[Value]:
         node_name = self.node_name
         in_types = [v.type for v in inputs]
-        if attrs:
-            full, types = infer_node_types(op, in_types, attrs, node=node_name or op)
-        else:
-            key = (op, *map(id, in_types))
+        if not attrs or type(attrs) is MappingProxyType:
+            key = (op, id(attrs) if attrs else 0, *map(id, in_types))
             hit = self._typed.get(key)
             if hit is None:
                 full, types = infer_node_types(op, in_types, attrs, node=node_name or op)
-                self._typed[key] = (tuple(in_types), full, tuple(types))
+                self._typed[key] = (tuple(in_types), attrs, full, tuple(types))
             else:
-                full, types = hit[1], list(hit[2])
+                full, types = hit[2], list(hit[3])
+        else:
+            full, types = infer_node_types(op, in_types, attrs, node=node_name or op)
         outs = list(outs or ())
         if len(outs) < len(types):
             outs += [None] * (len(types) - len(outs))

@@ -7,7 +7,7 @@ window and matmul helpers."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,7 @@ from onnx import NodeProto
 
 from accel.errors import ModelError, UnsupportedOpError
 from accel.frontend.onnx import _FLOATS, _Attrs, _axis, _check_fold_size, _dtype, _Importer, _op, _prod, _rename
-from accel.ir import Value
+from accel.ir import Value, freeze_attrs
 
 # -- convolution, dense, pooling ---------------------------------------------------------
 
@@ -615,6 +615,27 @@ def _pool_3d(cv: _Importer, node: NodeProto, a: _Attrs, x: Value, op: str, extra
     return cv.reshape(t, (n, c, t.type.shape[2], ho, wo), out=node.output[0])
 
 
+def _frozen_window_attrs(
+    cv: _Importer, node: NodeProto, x: Value, convert: Callable[[], dict[str, Any]]
+) -> Mapping[str, Any]:
+    """``convert()`` (a window op's IR attributes, read from the node), frozen, and remembered by the
+    op, the input's shape and the attributes as the file writes them: a large model repeats a few
+    windows many times, and the same frozen attributes let the type rule's answer be found by
+    identity (:meth:`_Importer.emit_multi`). An error is raised each time, never remembered."""
+    key = (node.op_type, x.type.shape, *[attr.SerializeToString() for attr in node.attribute])
+    found = cv.window_attrs.get(key)
+    if found is None:
+        found = cv.window_attrs[key] = freeze_attrs(convert())
+    return found
+
+
+def _pool_2d(cv: _Importer, node: NodeProto, op: str, x: Value, attrs: Mapping[str, Any]) -> Value:
+    """A 2-D pool of ``x`` (a 1-D one on a height of 1), as the node's output."""
+    if x.type.rank == 4:
+        return cv.emit(op, [x], attrs, out=node.output[0])
+    return _from_2d(cv, cv.emit(op, [_to_2d(cv, x)], attrs), x.type.rank, node.output[0])
+
+
 @_op("MaxPool")
 def _max_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x = cv.need(node, ins, 0, "X")
@@ -622,21 +643,22 @@ def _max_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
         raise cv.unsupported(node, "the Indices output is not supported")
     if x.type.rank == 5:
         return [_pool_3d(cv, node, a, x, "nn.max_pool2d", {})]
-    attrs = _pool_params(cv, node, a, x)
-    y = cv.emit("nn.max_pool2d", [_to_2d(cv, x)], attrs)
-    return [_from_2d(cv, y, x.type.rank, node.output[0])]
+    attrs = _frozen_window_attrs(cv, node, x, lambda: _pool_params(cv, node, a, x))
+    return [_pool_2d(cv, node, "nn.max_pool2d", x, attrs)]
 
 
 @_op("AveragePool")
 def _avg_pool(cv: _Importer, node: NodeProto, a: _Attrs, ins: list) -> list:
     x = cv.need(node, ins, 0, "X")
-    include = bool(a.int("count_include_pad", 0))
     if x.type.rank == 5:
+        include = bool(a.int("count_include_pad", 0))
         return [_pool_3d(cv, node, a, x, "nn.avg_pool2d", {"count_include_pad": include})]
-    attrs = _pool_params(cv, node, a, x)
-    attrs["count_include_pad"] = include
-    y = cv.emit("nn.avg_pool2d", [_to_2d(cv, x)], attrs)
-    return [_from_2d(cv, y, x.type.rank, node.output[0])]
+
+    def convert() -> dict[str, Any]:
+        return {**_pool_params(cv, node, a, x), "count_include_pad": bool(a.int("count_include_pad", 0))}
+
+    attrs = _frozen_window_attrs(cv, node, x, convert)
+    return [_pool_2d(cv, node, "nn.avg_pool2d", x, attrs)]
 
 
 @_op("LpPool")
